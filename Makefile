@@ -1,0 +1,34 @@
+# Two promises: `make run` starts the server, `make test` runs lint, types and tests.
+# Both bootstrap .venv on first use, so a fresh machine needs only Python 3.11+ and make.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test lint types pytest install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/baccarat serve $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check server tests bench
+	$(BIN)/ruff format --check server tests bench
+
+types: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint types pytest
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

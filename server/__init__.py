@@ -1,0 +1,1 @@
+"""Live Baccarat (Punto Banco) server."""

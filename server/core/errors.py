@@ -1,0 +1,37 @@
+"""The core's small error tree: user outcomes carry a code, bugs are assertions."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["BetRejected", "CardError", "NotEnoughCards", "RejectCode"]
+
+
+class RejectCode(StrEnum):
+    """Why a bet was refused; sent to the client verbatim."""
+
+    BETTING_CLOSED = "BETTING_CLOSED"
+    WRONG_ROUND = "WRONG_ROUND"
+    INSUFFICIENT_FUNDS = "INSUFFICIENT_FUNDS"
+    LIMIT = "LIMIT"
+    UNKNOWN_SPOT = "UNKNOWN_SPOT"
+    BAD_AMOUNT = "BAD_AMOUNT"
+    UNKNOWN_TABLE = "UNKNOWN_TABLE"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+class BetRejected(Exception):
+    """A bet the rules refuse: data for the client, not a failure of the server."""
+
+    def __init__(self, code: RejectCode, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class CardError(ValueError):
+    """Text that does not name a card."""
+
+
+class NotEnoughCards(ValueError):
+    """A coup needs more cards than were given."""

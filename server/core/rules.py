@@ -1,0 +1,92 @@
+"""Table rules and the named presets, one per seed document, plus our default.
+
+See shared/reference/baccarat.md: 8 decks, cut card 7 from the end, reshuffle at the cut
+card, Tie 8:1, Banker 5% commission, pairs 11:1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from server.core.bets import Paytable, TableLimits
+
+__all__ = ["DEFAULT_PRESET", "PRESETS", "TableRules", "rules_preset"]
+
+
+@dataclass(frozen=True, slots=True)
+class TableRules:
+    name: str
+    decks: int = 8
+    cut_card_from_end: int = 7  # cards left behind the cut card
+    reshuffle_every_round: bool = False
+    paytable: Paytable = field(default_factory=Paytable)
+    limits: TableLimits = field(default_factory=TableLimits)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.decks <= 8:
+            raise ValueError(f"decks must be 1-8, got {self.decks}")
+        if not 0 <= self.cut_card_from_end <= 52 * self.decks // 2:
+            raise ValueError(f"cut card position {self.cut_card_from_end} is outside the shoe")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "decks": self.decks,
+            "cut_card_from_end": self.cut_card_from_end,
+            "reshuffle_every_round": self.reshuffle_every_round,
+            "banker_commission_bp": self.paytable.banker_commission_bp,
+            "no_commission": self.paytable.no_commission,
+            "tie_pays": self.paytable.tie_pays,
+            "pair_pays": self.paytable.pair_pays,
+            "limits": {
+                spot.value: [limit.minimum, limit.maximum]
+                for spot, limit in self.limits.spots.items()
+            },
+            "description": self.description,
+        }
+
+
+PRESETS: dict[str, TableRules] = {
+    rules.name: rules
+    for rules in (
+        TableRules(
+            "classic8",
+            decks=8,
+            cut_card_from_end=7,
+            description="Seed 000: eight decks, cut card seven from the back (our default)",
+        ),
+        TableRules(
+            "fourdeck",
+            decks=4,
+            cut_card_from_end=7,
+            description="Seed 001: four-deck shoe, Tie 8:1, Banker less 5%",
+        ),
+        TableRules(
+            "punto6",
+            decks=6,
+            cut_card_from_end=14,
+            description="Seed 002: six decks, side bets allowed, Tie 8:1",
+        ),
+        TableRules(
+            "joggled6",
+            decks=6,
+            reshuffle_every_round=True,
+            description="Seed 003: six decks reshuffled before each game; Tie '9 to 1' = 8:1",
+        ),
+        TableRules(
+            "nocommission8",
+            decks=8,
+            paytable=Paytable(no_commission=True),
+            description="No-commission variant: Banker pays 1:1, only 1:2 on a winning 6",
+        ),
+    )
+}
+DEFAULT_PRESET = "classic8"
+
+
+def rules_preset(name: str) -> TableRules:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ValueError(f"unknown rules preset {name!r}; one of {', '.join(PRESETS)}") from None

@@ -1,0 +1,278 @@
+"""The round state machine, as pure transitions over a plain TableState.
+
+The owner of a table computes the next state and the events it emits from the current one;
+a store commits both atomically (checking its fencing token and the state's version), so a
+crashed owner's successor resumes from whatever state was last committed. Nothing here reads
+a clock or does I/O: `now_ms` and the random source come in as arguments.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from server.core.bets import Bet, Payout, settle_bets
+from server.core.cards import Card
+from server.core.coup import Coup, resolve_coup
+from server.core.errors import BetRejected, RejectCode
+from server.core.events import EventKind, Payload, event
+from server.core.rules import TableRules
+from server.core.shoe import MAX_COUP_CARDS, Shoe
+
+__all__ = [
+    "Phase",
+    "TableState",
+    "Transition",
+    "close_betting",
+    "coup_of",
+    "deal_next_card",
+    "open_round",
+    "result_letter",
+    "settle_round",
+    "verify_bet_window",
+    "void_round",
+]
+
+RESULT_LETTERS = {"player": "P", "banker": "B", "tie": "T"}
+
+
+class Phase(StrEnum):
+    IDLE = "idle"  # no round yet
+    BETTING = "betting"
+    DEALING = "dealing"
+    SETTLED = "settled"
+    VOIDED = "voided"
+
+
+@dataclass(frozen=True, slots=True)
+class TableState:
+    table_id: str
+    phase: Phase = Phase.IDLE
+    round: int = 0
+    version: int = 0  # bumped by every committed transition (optimistic concurrency)
+    closes_at_ms: int = 0
+    shoe: Shoe | None = field(default=None, compare=False)
+    shoe_number: int = 0
+    round_start: int = 0  # shoe position of this round's first card
+    dealt: int = 0  # cards of this round dealt so far
+    last_hand: bool = False  # this round is the shoe's last (the cut card is out)
+    results: str = ""  # this shoe's results, one letter (B/P/T) per coup, for the roads
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "table_id": self.table_id,
+            "phase": self.phase.value,
+            "round": self.round,
+            "version": self.version,
+            "closes_at_ms": self.closes_at_ms,
+            "shoe": self.shoe.to_state() if self.shoe else None,
+            "shoe_number": self.shoe_number,
+            "round_start": self.round_start,
+            "dealt": self.dealt,
+            "last_hand": self.last_hand,
+            "results": self.results,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> TableState:
+        shoe = data.get("shoe")
+        return cls(
+            table_id=str(data["table_id"]),
+            phase=Phase(str(data["phase"])),
+            round=_int(data["round"]),
+            version=_int(data["version"]),
+            closes_at_ms=_int(data["closes_at_ms"]),
+            shoe=Shoe.from_state(shoe) if isinstance(shoe, dict) else None,
+            shoe_number=_int(data["shoe_number"]),
+            round_start=_int(data["round_start"]),
+            dealt=_int(data["dealt"]),
+            last_hand=bool(data["last_hand"]),
+            results=str(data["results"]),
+        )
+
+    def dealt_cards(self) -> list[tuple[str, Card]]:
+        """The (hand, card) pairs dealt so far this round, for snapshots."""
+        if self.phase not in (Phase.DEALING, Phase.SETTLED) or self.shoe is None:
+            return []
+        coup = coup_of(self)
+        return [(hand.value, card) for hand, card in coup.deal_order[: self.dealt]]
+
+
+def _int(value: object) -> int:
+    assert isinstance(value, int), value
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    state: TableState
+    events: list[Payload]
+
+
+def _advance(state: TableState, **changes: object) -> TableState:
+    return replace(state, version=state.version + 1, **changes)  # type: ignore[arg-type]
+
+
+def open_round(
+    state: TableState, rules: TableRules, now_ms: int, window_ms: int, rng: random.Random
+) -> Transition:
+    """Open the next round's betting window, shuffling a new shoe first when one is due."""
+    assert state.phase in (Phase.IDLE, Phase.SETTLED, Phase.VOIDED), state.phase
+    events: list[Payload] = []
+    shoe = Shoe(state.shoe.cards, state.shoe.position, state.shoe.cut_index) if state.shoe else None
+    shoe_number, results = state.shoe_number, state.results
+    new_shoe = (
+        shoe is None
+        or rules.reshuffle_every_round
+        or state.last_hand  # the previous hand was the shoe's last
+        or not shoe.can_deal_coup()  # guard: never start a coup the shoe cannot finish
+    )
+    round_no = state.round + 1
+    if new_shoe:
+        shoe = Shoe.shuffled(rules.decks, rules.cut_card_from_end, rng)
+        shoe_number, results = shoe_number + 1, ""
+        events.append(
+            event(
+                EventKind.SHOE_SHUFFLED,
+                shoe=shoe_number,
+                decks=rules.decks,
+                cut_index=shoe.cut_index,
+                cards=len(shoe.cards),
+            )
+        )
+        burn = shoe.burn()
+        events.append(
+            event(
+                EventKind.BURN, shoe=shoe_number, shown=_card_fields(burn.shown), burned=burn.burned
+            )
+        )
+    assert shoe is not None
+    last_hand = shoe.is_last_hand()
+    if last_hand and shoe.position == shoe.cut_index:
+        # The cut card came out before the first card of this hand: this hand is the last.
+        events.append(event(EventKind.CUT_CARD, shoe=shoe_number, last_hand=round_no))
+    closes_at = now_ms + window_ms
+    events.append(
+        event(
+            EventKind.ROUND_OPENED,
+            closes_at=closes_at,
+            shoe=shoe_number,
+            last_hand=last_hand,
+            rules=rules.name,
+        )
+    )
+    new_state = _advance(
+        state,
+        phase=Phase.BETTING,
+        round=round_no,
+        closes_at_ms=closes_at,
+        shoe=shoe,
+        shoe_number=shoe_number,
+        round_start=shoe.position,
+        dealt=0,
+        last_hand=last_hand,
+        results=results,
+    )
+    return Transition(new_state, events)
+
+
+def verify_bet_window(state: TableState, round_no: object, now_ms: int) -> None:
+    """Raise BetRejected unless a bet for `round_no` may be taken now."""
+    if state.phase is not Phase.BETTING or now_ms >= state.closes_at_ms:
+        raise BetRejected(RejectCode.BETTING_CLOSED, "betting is closed for this round")
+    if round_no != state.round:
+        raise BetRejected(
+            RejectCode.WRONG_ROUND, f"round {round_no!r} is not open; {state.round} is"
+        )
+
+
+def close_betting(state: TableState, bets: int, total: int) -> Transition:
+    assert state.phase is Phase.BETTING, state.phase
+    ev = event(EventKind.BETTING_CLOSED, bets=bets, total=total)
+    return Transition(_advance(state, phase=Phase.DEALING), [ev])
+
+
+def coup_of(state: TableState) -> Coup:
+    """The round's coup: fixed by the shoe's order from the round's first card, never by bets."""
+    assert state.shoe is not None
+    return resolve_coup(state.shoe.cards[state.round_start : state.round_start + MAX_COUP_CARDS])
+
+
+def _card_fields(card: Card) -> dict[str, object]:
+    return {"rank": card.rank, "suit": card.suit.value if card.suit else None}
+
+
+def deal_next_card(state: TableState) -> Transition:
+    """Deal the round's next card; the last card also emits the round's result."""
+    assert state.phase is Phase.DEALING and state.shoe is not None, state.phase
+    coup = coup_of(state)
+    assert state.dealt < coup.cards_used, "all cards are dealt"
+    hand, card = coup.deal_order[state.dealt]
+    index = state.round_start + state.dealt
+    shoe = Shoe(state.shoe.cards, index + 1, state.shoe.cut_index)
+    events = []
+    if index == state.shoe.cut_index and state.dealt > 0:
+        # Cut card out mid-hand: finish this hand, deal one more, then a new shoe.
+        events.append(event(EventKind.CUT_CARD, shoe=state.shoe_number, last_hand=state.round + 1))
+    events.append(event(EventKind.CARD, hand=hand.value, index=state.dealt, **_card_fields(card)))
+    dealt = state.dealt + 1
+    results = state.results
+    if dealt == coup.cards_used:
+        results += RESULT_LETTERS[coup.winner.value]
+        events.append(event(EventKind.ROUND_RESULT, **_result_fields(coup)))
+    return Transition(_advance(state, shoe=shoe, dealt=dealt, results=results), events)
+
+
+def _result_fields(coup: Coup) -> dict[str, object]:
+    return {
+        "winner": coup.winner.value,
+        "player_total": coup.player_total,
+        "banker_total": coup.banker_total,
+        "natural": coup.natural,
+        "player_pair": coup.player_pair,
+        "banker_pair": coup.banker_pair,
+        "cards_used": coup.cards_used,
+        "player": [str(card) for card in coup.player],
+        "banker": [str(card) for card in coup.banker],
+    }
+
+
+def result_letter(state: TableState) -> str:
+    return RESULT_LETTERS[coup_of(state).winner.value]
+
+
+def settle_round(
+    state: TableState, rules: TableRules, bets: list[Bet]
+) -> tuple[Transition, list[Payout]]:
+    """Settle every bet of a fully dealt round against its coup."""
+    assert state.phase is Phase.DEALING, state.phase
+    coup = coup_of(state)
+    assert state.dealt == coup.cards_used, "settling before the last card"
+    payouts = settle_bets(rules.paytable, bets, coup)
+    staked = sum(p.amount for p in payouts)
+    paid = sum(p.credit for p in payouts)
+    ev = event(
+        EventKind.ROUND_SETTLED,
+        winner=coup.winner.value,
+        bets=len(payouts),
+        staked=staked,
+        paid=paid,
+    )
+    return Transition(_advance(state, phase=Phase.SETTLED), [ev]), payouts
+
+
+def void_round(state: TableState, bets: list[Bet], reason: str) -> tuple[Transition, list[Payout]]:
+    """Void an open or dealing round: every stake goes back exactly once."""
+    from server.core.bets import Outcome  # local: keeps the public import list short
+
+    assert state.phase in (Phase.BETTING, Phase.DEALING), state.phase
+    refunds = [Payout(b.bet_id, b.player, b.spot, b.amount, Outcome.PUSH, b.amount) for b in bets]
+    ev = event(
+        EventKind.ROUND_VOIDED,
+        reason=reason,
+        bets=len(refunds),
+        refunded=sum(p.credit for p in refunds),
+    )
+    # The next round starts a fresh shoe: a voided round's cards must not be reused.
+    return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [ev]), refunds
