@@ -187,9 +187,10 @@ def verify_bet_window(state: TableState, round_no: object, now_ms: int) -> None:
         )
 
 
-def close_betting(state: TableState, bets: int, total: int) -> Transition:
+def close_betting(state: TableState) -> Transition:
+    """Close the window; the store refuses every bet from the moment this commits."""
     assert state.phase is Phase.BETTING, state.phase
-    ev = event(EventKind.BETTING_CLOSED, bets=bets, total=total)
+    ev = event(EventKind.BETTING_CLOSED)
     return Transition(_advance(state, phase=Phase.DEALING), [ev])
 
 

@@ -1,0 +1,1 @@
+"""Stores: the interface (base), the memory engine and the Redis engine."""

@@ -1,0 +1,227 @@
+"""The store interface every engine implements, and the records it returns.
+
+A store holds everything a table needs: its rules, its state (phase, round, deadlines, the
+shoe and its position), the bets of each round, balances, settlements and the table's event
+history. Every state change by a table's owner is one `commit`, checked against the owner's
+fencing token and the state's version, so a stale owner can change nothing. Bets come from any
+node through `place_bet`, which checks the window against the store's own clock and debits in
+one atomic step.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.core.bets import Bet, Payout
+from server.core.events import Payload
+from server.core.rules import TableRules
+from server.core.table import TableState
+
+__all__ = [
+    "DEFAULT_HISTORY_EVENTS",
+    "DEFAULT_HISTORY_ROUNDS",
+    "BetReceipt",
+    "Event",
+    "Lease",
+    "Ledger",
+    "Settlement",
+    "Snapshot",
+    "StaleWrite",
+    "Store",
+    "StoreUnavailable",
+]
+
+Event = dict[str, Any]  # a stored event exactly as broadcast: type, table, seq, round, kind, ...
+
+DEFAULT_HISTORY_EVENTS = 20_000  # live events kept per table for `since` catch-up
+DEFAULT_HISTORY_ROUNDS = 1_000  # rounds kept per table for replay
+
+
+class StaleWrite(Exception):
+    """A commit whose fencing token or expected version is no longer current."""
+
+
+class StoreUnavailable(Exception):
+    """The backing service cannot be reached right now; the caller may retry later."""
+
+
+@dataclass(frozen=True, slots=True)
+class BetReceipt:
+    """The answer to an accepted bet, returned again verbatim for a repeated bet_id."""
+
+    table: str
+    round: int
+    bet_id: str
+    spot: str
+    amount: int
+    balance: int
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "type": "bet_accepted",
+            "table": self.table,
+            "round": self.round,
+            "bet_id": self.bet_id,
+            "spot": self.spot,
+            "amount": self.amount,
+            "balance": self.balance,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """One player's settlement of one round: each payout and the balance right after."""
+
+    table: str
+    round: int
+    payouts: list[dict[str, Any]]
+    balance: int
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "type": "settlement",
+            "table": self.table,
+            "round": self.round,
+            "payouts": self.payouts,
+            "balance": self.balance,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    table: str
+    node: str
+    token: int  # the fencing token: grows with every new holder
+    expires_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """Money conservation: what was issued is in balances, in play, or the house's."""
+
+    issued: int  # every initial balance ever granted
+    balances: int  # sum of all player balances
+    in_play: int  # stakes debited and not yet settled
+    house: int  # the house's net result (stakes kept minus winnings paid)
+
+    @property
+    def balanced(self) -> bool:
+        return self.issued == self.balances + self.in_play + self.house
+
+
+@dataclass(slots=True)
+class Snapshot:
+    state: TableState
+    seq: int  # the last event seq the state includes
+    rules: TableRules
+    bets: list[Bet] = field(default_factory=list)  # the asking player's bets this round
+
+
+class Store(abc.ABC):
+    """What tables, loops and connections need from storage. All methods are coroutines."""
+
+    # --- tables -------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def create_table(self, table_id: str, rules: TableRules) -> None:
+        """Create the table if it does not exist; an existing table keeps its state."""
+
+    @abc.abstractmethod
+    async def table_ids(self) -> list[str]: ...
+
+    @abc.abstractmethod
+    async def rules(self, table_id: str) -> TableRules | None: ...
+
+    @abc.abstractmethod
+    async def load_state(self, table_id: str) -> TableState | None: ...
+
+    @abc.abstractmethod
+    async def snapshot(self, table_id: str, player: str | None) -> Snapshot | None:
+        """The state and the seq of its last event, read together, plus the player's bets."""
+
+    # --- players and bets ---------------------------------------------------------------
+    @abc.abstractmethod
+    async def ensure_player(self, player: str, initial_balance: int) -> int:
+        """Create the player with `initial_balance` if new; return the balance."""
+
+    @abc.abstractmethod
+    async def balance(self, player: str) -> int | None: ...
+
+    @abc.abstractmethod
+    async def place_bet(
+        self,
+        table_id: str,
+        player: str,
+        round_no: object,
+        bet_id: str,
+        spot: object,
+        amount: object,
+    ) -> BetReceipt:
+        """Check window (by the store's clock), spot, limits and balance; debit; record; append
+        a bet_placed event, all in one atomic step. A bet_id the player used before returns
+        the first receipt and debits nothing. Raises BetRejected with a code otherwise."""
+
+    @abc.abstractmethod
+    async def round_bets(self, table_id: str, round_no: int) -> list[Bet]: ...
+
+    # --- the owner's transitions ----------------------------------------------------------
+    @abc.abstractmethod
+    async def commit(
+        self,
+        table_id: str,
+        fence: int,
+        expected_version: int,
+        state: TableState,
+        events: list[Payload],
+        payouts: list[Payout] | None = None,
+    ) -> list[Event]:
+        """Atomically: check fence and version, store `state`, credit `payouts` (recording
+        each player's settlement of the round), append `events` with the next seqs.
+        Raises StaleWrite if the fence or the version is not current."""
+
+    @abc.abstractmethod
+    async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None: ...
+
+    # --- events ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def last_seq(self, table_id: str) -> int: ...
+
+    @abc.abstractmethod
+    async def events_after(self, table_id: str, seq: int, limit: int = 1000) -> list[Event] | None:
+        """Events with seq > `seq` in order (at most `limit`); None if some are no longer held."""
+
+    @abc.abstractmethod
+    async def round_events(self, table_id: str, round_no: int) -> list[Event] | None:
+        """Every event of one round in order, exactly as broadcast; None if not held."""
+
+    @abc.abstractmethod
+    def follow(self, table_id: str, after_seq: int) -> AsyncIterator[Event]:
+        """Yield every event with seq > after_seq, in order, without gaps, forever."""
+
+    # --- ownership --------------------------------------------------------------------------
+    @abc.abstractmethod
+    async def acquire_lease(self, table_id: str, node: str, ttl_ms: int) -> Lease | None:
+        """Take the table's lease if free or expired (new token) or renew it if `node` holds
+        it (same token). None if another node holds a live lease."""
+
+    @abc.abstractmethod
+    async def release_lease(self, table_id: str, node: str, token: int) -> None: ...
+
+    @abc.abstractmethod
+    async def lease(self, table_id: str) -> Lease | None: ...
+
+    # --- housekeeping ---------------------------------------------------------------------
+    @abc.abstractmethod
+    async def now_ms(self) -> int:
+        """The store's clock: bet deadlines are judged by it."""
+
+    @abc.abstractmethod
+    async def ledger(self) -> Ledger:
+        """Where all the money is; `Ledger.balanced` must always hold."""
+
+    async def close(self) -> None:
+        """Release connections; the default has none."""
+        await asyncio.sleep(0)  # nothing to release; keeps it a real coroutine
