@@ -185,7 +185,10 @@ def settle_bet(paytable: Paytable, bet: Bet, coup: Coup) -> Payout:
     winnings = paytable.winnings(bet.spot, bet.amount, coup)
     if winnings is None:
         return Payout(bet.bet_id, bet.player, bet.spot, bet.amount, Outcome.LOSE, 0)
-    outcome = Outcome.WIN if winnings > 0 else Outcome.PUSH
+    # A push is decided by the rule (Player/Banker on a Tie), not by the amount: a tiny
+    # winning Banker stake whose commission-reduced winnings round down to 0 still won.
+    push = bet.spot in (Spot.PLAYER, Spot.BANKER) and coup.winner is Winner.TIE
+    outcome = Outcome.PUSH if push else Outcome.WIN
     return Payout(bet.bet_id, bet.player, bet.spot, bet.amount, outcome, bet.amount + winnings)
 
 

@@ -1,0 +1,285 @@
+"""The `baccarat` command: resolve coups, compute exact odds, draw roads, and serve.
+
+Every error (bad card, too few cards, bad option, bad road letter) is one line on stderr,
+prefixed by the subcommand, with exit status 2. `coup` ignores cards the coup does not need
+(its `cards_used` says how many it took): a shoe's worth of cards can be passed as is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import NoReturn, TextIO
+
+from server.core.bets import Paytable, Spot
+from server.core.cards import Card, parse_card
+from server.core.coup import resolve_coup
+from server.core.errors import CardError, NotEnoughCards
+from server.core.odds import compute_odds, house_edges, shoe_after
+from server.core.roads import build_roads, parse_results
+
+__all__ = ["build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace], int]
+USAGE_ERROR = 2
+_SEPARATORS = str.maketrans(",;", "  ")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr with status 2, like every other error here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: {message}\n")
+
+
+def _fail(prog: str, message: str) -> int:
+    print(f"{prog}: {message}", file=sys.stderr)
+    return USAGE_ERROR
+
+
+def _split_cards(texts: Iterable[str]) -> list[str]:
+    """Card words from arguments or a line: whitespace, commas and semicolons separate."""
+    return [word for text in texts for word in text.translate(_SEPARATORS).split()]
+
+
+def _coup_json(words: list[str]) -> str:
+    """One coup as a JSON line; raises CardError or NotEnoughCards naming the problem."""
+    coup = resolve_coup([parse_card(word) for word in words])
+    return json.dumps(coup.to_dict())
+
+
+# --- coup ------------------------------------------------------------------------------------
+
+
+def _run_coup(args: argparse.Namespace) -> int:
+    if not args.cards:
+        return _coup_lines(sys.stdin, sys.stdout)
+    try:
+        print(_coup_json(_split_cards(args.cards)))
+    except (CardError, NotEnoughCards) as exc:
+        return _fail("baccarat coup", str(exc))
+    return 0
+
+
+def _coup_lines(source: TextIO, out: TextIO) -> int:
+    """One coup per non-blank line; a bad line is reported by number and the rest still run."""
+    status = 0
+    for number, line in enumerate(source, start=1):
+        words = _split_cards([line])
+        if not words:
+            continue
+        try:
+            print(_coup_json(words), file=out, flush=True)
+        except (CardError, NotEnoughCards) as exc:
+            status = _fail("baccarat coup", f"line {number}: {exc}")
+    return status
+
+
+def _add_coup(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    parser = subparsers.add_parser(
+        "coup",
+        help="resolve one coup from cards in shoe order",
+        description="Resolve a coup from cards in shoe order (P1 B1 P2 B2, then thirds). "
+        "Cards the coup does not need are ignored; cards_used says how many it took. "
+        "With no cards, read one coup per line from stdin and print one JSON object per line.",
+    )
+    parser.add_argument("cards", nargs="*", metavar="CARD", help="e.g. Kh 5 3d 10 or T for 10")
+    parser.set_defaults(handler=_run_coup)
+
+
+# --- odds ------------------------------------------------------------------------------------
+
+
+def _decks(text: str) -> int:
+    try:
+        decks = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of decks: {text!r}") from None
+    if not 1 <= decks <= 8:
+        raise argparse.ArgumentTypeError(f"decks must be 1-8, got {decks}")
+    return decks
+
+
+def _commission(text: str) -> int:
+    """Basis points ('500') or a percent ('5%', '2.5%') -> basis points."""
+    try:
+        bp = Fraction(text[:-1]) * 100 if text.endswith("%") else Fraction(int(text))
+    except (ValueError, ZeroDivisionError, OverflowError):
+        message = f"{text!r}: give basis points (500) or a percent (5%)"
+        raise argparse.ArgumentTypeError(message) from None
+    if bp.denominator != 1 or not 0 <= bp <= 10_000:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be whole basis points from 0 to 10000")
+    return int(bp)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return value
+
+
+def _paytable(args: argparse.Namespace) -> Paytable:
+    return Paytable(
+        banker_commission_bp=args.commission,
+        no_commission=args.no_commission,
+        tie_pays=args.tie_pays,
+        pair_pays=args.pair_pays,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _OddsResult:
+    decks: int
+    dealt: tuple[Card, ...]
+    cards_left: int
+    paytable: Paytable
+    wins: dict[Spot, Fraction]
+    edges: dict[Spot, Fraction]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "decks": self.decks,
+            "dealt": [str(card) for card in self.dealt],
+            "cards_left": self.cards_left,
+            "paytable": {
+                "banker_commission_bp": self.paytable.banker_commission_bp,
+                "no_commission": self.paytable.no_commission,
+                "tie_pays": self.paytable.tie_pays,
+                "pair_pays": self.paytable.pair_pays,
+            },
+            **{spot.value: float(prob) for spot, prob in self.wins.items()},
+            "house_edge": {spot.value: float(edge) for spot, edge in self.edges.items()},
+            "exact": {
+                **{spot.value: str(prob) for spot, prob in self.wins.items()},
+                "house_edge": {spot.value: str(edge) for spot, edge in self.edges.items()},
+            },
+        }
+
+    def table(self) -> str:
+        pay = self.paytable
+        banker = (
+            "1:1, 1:2 on a winning 6"
+            if pay.no_commission
+            else f"1:1 less {pay.banker_commission_bp / 100:g}% commission"
+        )
+        lines = [
+            f"{self.decks} decks, {self.cards_left} cards left ({len(self.dealt)} dealt)",
+            f"Banker {banker}; Player 1:1; Tie {pay.tie_pays}:1; pairs {pay.pair_pays}:1",
+            "",
+            f"{'bet':<12} {'P(win)':>12} {'house edge':>12}",
+        ]
+        for spot in Spot:
+            prob, edge = float(self.wins[spot]), float(self.edges[spot])
+            lines.append(f"{spot.value:<12} {prob:>12.10f} {edge:>12.6%}")
+        return "\n".join(lines)
+
+
+def _run_odds(args: argparse.Namespace) -> int:
+    try:
+        dealt = tuple(parse_card(word) for word in _split_cards(args.dealt))
+        shoe = shoe_after(args.decks, dealt)
+        odds = compute_odds(shoe)
+    except ValueError as exc:  # CardError is a ValueError
+        return _fail("baccarat odds", f"--dealt: {exc}")
+    paytable = _paytable(args)
+    wins = {spot: odds.win_probability(spot) for spot in Spot}
+    result = _OddsResult(args.decks, dealt, shoe.total, paytable, wins, house_edges(odds, paytable))
+    print(json.dumps(result.to_dict()) if args.json else result.table())
+    return 0
+
+
+def _add_odds(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    parser = subparsers.add_parser(
+        "odds",
+        help="exact probabilities and house edges for a shoe",
+        description="Exact odds by enumerating every coup (P1 B1 P2 B2 P3 B3, with depletion).",
+    )
+    parser.add_argument("--decks", type=_decks, default=8, help="decks in the shoe, 1-8 (8)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    banker = parser.add_mutually_exclusive_group()
+    banker.add_argument(
+        "--commission", type=_commission, default=500, help="Banker commission: 500 or 5%% (5%%)"
+    )
+    banker.add_argument(
+        "--no-commission", action="store_true", help="Banker pays 1:1, only 1:2 on a winning 6"
+    )
+    parser.add_argument("--tie-pays", type=int, choices=(8, 9), default=8, help="N to 1 (8)")
+    parser.add_argument("--pair-pays", type=_positive, default=11, help="N to 1 (11)")
+    parser.add_argument(
+        "--dealt",
+        action="append",
+        default=[],
+        metavar="CARDS",
+        help="cards already out of the shoe, e.g. 'Kh 5 3d' (repeatable)",
+    )
+    parser.set_defaults(handler=_run_odds)
+
+
+# --- roads and serve -------------------------------------------------------------------------
+
+
+def _run_roads(args: argparse.Namespace) -> int:
+    try:
+        results = parse_results("".join(args.sequence))
+    except ValueError as exc:
+        return _fail("baccarat roads", str(exc))
+    print(json.dumps(build_roads(results).to_dict()))
+    return 0
+
+
+def _add_roads(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    parser = subparsers.add_parser(
+        "roads",
+        help="scoreboard roads for a sequence of results",
+        description="Bead plate, Big Road and the derived roads as JSON.",
+    )
+    parser.add_argument("sequence", nargs="+", help="results as letters B P T, e.g. BPPBTB")
+    parser.set_defaults(handler=_run_roads)
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    app = importlib.import_module("server.app")  # lazy: the other commands need no server deps
+    status: object = app.serve_from_args(args)
+    return status if isinstance(status, int) else 0
+
+
+def _add_serve(subparsers: argparse._SubParsersAction[_Parser]) -> argparse.ArgumentParser:
+    """Register `serve`; its options belong to server.app and are added here."""
+    parser = subparsers.add_parser("serve", help="run the Live Baccarat server")
+    parser.set_defaults(handler=_run_serve)
+    return parser
+
+
+# --- entry point -----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="baccarat", description="Live Baccarat (Punto Banco) tools and server.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_coup(subparsers)
+    _add_odds(subparsers)
+    _add_roads(subparsers)
+    _add_serve(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed
+        return exc.code if isinstance(exc.code, int) else USAGE_ERROR
+    handler: Handler = args.handler
+    return handler(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
