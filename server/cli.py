@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import NoReturn, TextIO
 
+from server.config import add_serve_arguments
 from server.core.bets import Paytable, Spot
 from server.core.cards import Card, parse_card
 from server.core.coup import resolve_coup
@@ -255,6 +256,7 @@ def _run_serve(args: argparse.Namespace) -> int:
 def _add_serve(subparsers: argparse._SubParsersAction[_Parser]) -> argparse.ArgumentParser:
     """Register `serve`; its options belong to server.app and are added here."""
     parser = subparsers.add_parser("serve", help="run the Live Baccarat server")
+    add_serve_arguments(parser)
     parser.set_defaults(handler=_run_serve)
     return parser
 

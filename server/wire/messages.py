@@ -1,0 +1,155 @@
+"""Client commands, parsed and checked from decoded frames; and the server's error answers.
+
+A command that names a type we do not know, or lacks or mistypes a field, becomes an
+`ErrorReply` sent back to the client; bet fields whose *values* the rules judge (spot, amount,
+round) pass through so the store answers them with a bet_rejected code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "MAX_ID_LENGTH",
+    "Bet",
+    "Command",
+    "ErrorCode",
+    "ErrorReply",
+    "Join",
+    "Leave",
+    "Ping",
+    "Replay",
+    "error_message",
+    "parse_command",
+]
+
+MAX_ID_LENGTH = 64
+
+
+class ErrorCode(StrEnum):
+    BAD_MESSAGE = "BAD_MESSAGE"  # not a map, or no string `type`
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    MISSING_FIELD = "MISSING_FIELD"
+    BAD_FIELD = "BAD_FIELD"
+    UNKNOWN_TABLE = "UNKNOWN_TABLE"
+    NOT_HELD = "NOT_HELD"  # a round no longer kept for replay
+    UNAVAILABLE = "UNAVAILABLE"  # the store cannot be reached; try again
+    RATE_LIMITED = "RATE_LIMITED"
+
+
+class ErrorReply(Exception):
+    def __init__(self, code: ErrorCode, message: str, ref: object = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.ref = ref
+
+
+def error_message(code: str, message: str, ref: object = None) -> dict[str, Any]:
+    reply: dict[str, Any] = {"type": "error", "code": code, "message": message}
+    if ref is not None:
+        reply["ref"] = ref
+    return reply
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    table: str
+    since: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Leave:
+    table: str
+
+
+@dataclass(frozen=True, slots=True)
+class Bet:
+    table: str
+    round: object  # judged by the table: WRONG_ROUND
+    bet_id: str
+    spot: object  # judged by the rules: UNKNOWN_SPOT
+    amount: object  # judged by the rules: BAD_AMOUNT
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    table: str
+    round: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    ref: object
+
+
+Command = Join | Leave | Bet | Replay | Ping
+
+
+def _field(message: dict[Any, Any], name: str, kind: type, optional: bool = False) -> Any:
+    if name not in message or (optional and message[name] is None):
+        if optional:
+            return None
+        raise ErrorReply(ErrorCode.MISSING_FIELD, f"{message['type']}: missing field {name!r}")
+    value = message[name]
+    if kind is int and (type(value) is not int):
+        raise ErrorReply(ErrorCode.BAD_FIELD, f"{message['type']}: {name!r} must be an integer")
+    if kind is str and (not isinstance(value, str) or not 0 < len(value) <= MAX_ID_LENGTH):
+        raise ErrorReply(
+            ErrorCode.BAD_FIELD,
+            f"{message['type']}: {name!r} must be a string of 1-{MAX_ID_LENGTH} characters",
+        )
+    return value
+
+
+def _parse_join(m: dict[Any, Any]) -> Command:
+    since = _field(m, "since", int, optional=True)
+    if since is not None and since < 0:
+        raise ErrorReply(ErrorCode.BAD_FIELD, "join: 'since' must be >= 0")
+    return Join(_field(m, "table", str), since)
+
+
+def _parse_bet(m: dict[Any, Any]) -> Command:
+    for name in ("round", "spot", "amount"):
+        if name not in m:
+            raise ErrorReply(ErrorCode.MISSING_FIELD, f"bet: missing field {name!r}")
+    return Bet(
+        _field(m, "table", str), m["round"], _field(m, "bet_id", str), m["spot"], m["amount"]
+    )
+
+
+def _parse_leave(m: dict[Any, Any]) -> Command:
+    return Leave(_field(m, "table", str))
+
+
+def _parse_replay(m: dict[Any, Any]) -> Command:
+    return Replay(_field(m, "table", str), _field(m, "round", int))
+
+
+def _parse_ping(m: dict[Any, Any]) -> Command:
+    return Ping(m.get("ref"))
+
+
+_PARSERS: dict[str, Callable[[dict[Any, Any]], Command]] = {
+    "join": _parse_join,
+    "leave": _parse_leave,
+    "bet": _parse_bet,
+    "replay": _parse_replay,
+    "ping": _parse_ping,
+}
+
+
+def parse_command(message: object) -> Command:
+    """Turn a decoded frame into a command, or raise ErrorReply saying what is wrong."""
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise ErrorReply(ErrorCode.BAD_MESSAGE, "a message must be a map with a string 'type'")
+    parser = _PARSERS.get(message["type"])
+    if parser is None:
+        known = ", ".join(_PARSERS)
+        raise ErrorReply(
+            ErrorCode.UNKNOWN_TYPE, f"unknown type {message['type']!r}; one of {known}"
+        )
+    return parser(message)
