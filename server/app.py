@@ -79,8 +79,8 @@ class Node:
             lease_ttl=settings.lease_ttl,
         )
         self.loops = [
-            TableLoop(self.store, table_id, self.node_id, self.clock, self.timings)
-            for table_id in self.tables
+            TableLoop(self.store, table_id, rules, self.node_id, self.clock, self.timings)
+            for table_id, rules in self.tables.items()
         ]
         self.hub = Hub(self.store, push_settlement)
         self.ctx = SessionContext(

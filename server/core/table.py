@@ -15,7 +15,7 @@ from enum import StrEnum
 from server.core.bets import Bet, Payout, settle_bets
 from server.core.cards import Card
 from server.core.coup import Coup, resolve_coup
-from server.core.errors import BetRejected, RejectCode
+from server.core.errors import BetRejected, NotEnoughCards, RejectCode
 from server.core.events import EventKind, Payload, event
 from server.core.rules import TableRules
 from server.core.shoe import MAX_COUP_CARDS, Shoe
@@ -126,7 +126,7 @@ def open_round(
         shoe is None
         or rules.reshuffle_every_round
         or state.last_hand  # the previous hand was the shoe's last
-        or not shoe.can_deal_coup()  # guard: never start a coup the shoe cannot finish
+        or not _coup_fits(shoe, shoe.position)  # never start a coup the shoe cannot finish
     )
     round_no = state.round + 1
     if new_shoe:
@@ -213,16 +213,35 @@ def deal_next_card(state: TableState) -> Transition:
     index = state.round_start + state.dealt
     shoe = Shoe(state.shoe.cards, index + 1, state.shoe.cut_index)
     events = []
+    last_hand = state.last_hand
     if index == state.shoe.cut_index and state.dealt > 0:
-        # Cut card out mid-hand: finish this hand, deal one more, then a new shoe.
-        events.append(event(EventKind.CUT_CARD, shoe=state.shoe_number, last_hand=state.round + 1))
+        # Cut card out mid-hand: finish this hand, deal one more, then a new shoe. If the
+        # cards behind the cut cannot finish that one more coup, this hand is the last.
+        one_more = _coup_fits(state.shoe, state.round_start + coup.cards_used)
+        last_hand = last_hand or not one_more
+        last_round = state.round + 1 if one_more else state.round
+        events.append(event(EventKind.CUT_CARD, shoe=state.shoe_number, last_hand=last_round))
     events.append(event(EventKind.CARD, hand=hand.value, index=state.dealt, **_card_fields(card)))
     dealt = state.dealt + 1
     results = state.results
     if dealt == coup.cards_used:
         results += RESULT_LETTERS[coup.winner.value]
         events.append(event(EventKind.ROUND_RESULT, **_result_fields(coup)))
-    return Transition(_advance(state, shoe=shoe, dealt=dealt, results=results), events)
+    next_state = _advance(state, shoe=shoe, dealt=dealt, results=results, last_hand=last_hand)
+    return Transition(next_state, events)
+
+
+def _coup_fits(shoe: Shoe, start: int) -> bool:
+    """Whether the coup starting at `start` can be completed from the cards left.
+
+    Checked with the actual cards, not the six-card worst case, so a shoe is used to the
+    end; it depends only on the shoe's order, never on the bets.
+    """
+    try:
+        resolve_coup(shoe.cards[start : start + MAX_COUP_CARDS])
+    except NotEnoughCards:
+        return False
+    return True
 
 
 def _result_fields(coup: Coup) -> dict[str, object]:

@@ -56,6 +56,7 @@ class TableLoop:
         self,
         store: Store,
         table_id: str,
+        rules: TableRules,
         node_id: str,
         clock: Clock,
         timings: Timings,
@@ -63,6 +64,7 @@ class TableLoop:
     ) -> None:
         self.store = store
         self.table_id = table_id
+        self.rules = rules
         self.node_id = node_id
         self.clock = clock
         self.timings = timings
@@ -78,6 +80,9 @@ class TableLoop:
         """Own the table whenever it is free; play while owning; never raise."""
         while True:
             try:
+                # Idempotent: recreates the table if the store lost it (e.g. a Redis without
+                # persistence restarted), so play resumes instead of failing forever.
+                await self.store.create_table(self.table_id, self.rules)
                 lease = await self.store.acquire_lease(self.table_id, self.node_id, self._ttl_ms)
                 if lease is not None:
                     self.token = lease.token
@@ -116,8 +121,7 @@ class TableLoop:
                 raise LeaseLost(f"lease token {token} is gone")
 
     async def _play(self, token: int) -> None:
-        rules = await self.store.rules(self.table_id)
-        assert rules is not None, f"table {self.table_id} has no rules"
+        rules = await self.store.rules(self.table_id) or self.rules
         while True:
             state = await self.store.load_state(self.table_id)
             assert state is not None

@@ -20,9 +20,13 @@ from websockets.asyncio.server import broadcast
 from server.store.base import Event, Store
 from server.wire.codec import Encoding, Frame, encode
 
-__all__ = ["Hub", "Subscriber", "TableFeed"]
+__all__ = ["GapDetected", "Hub", "Subscriber", "TableFeed"]
 
 RECENT_EVENTS = 4096  # encoded events kept per table for catch-up without a store read
+
+
+class GapDetected(Exception):
+    """An event arrived whose seq is not the next one: the missing ones must come first."""
 
 
 class Subscriber(Protocol):
@@ -95,7 +99,8 @@ class TableFeed:
         seq = event["seq"]
         if seq <= self.last_seq:
             return  # already delivered (a follower restart can repeat)
-        assert seq == self.last_seq + 1, f"gap in {self.table_id}: {self.last_seq} -> {seq}"
+        if seq != self.last_seq + 1:
+            raise GapDetected(f"{self.table_id}: expected seq {self.last_seq + 1}, got {seq}")
         cached = _Cached(event)
         self.recent.append(cached)
         self.last_seq = seq
@@ -159,6 +164,10 @@ class Hub:
                     feed.publish(event)
             except asyncio.CancelledError:
                 raise
+            except GapDetected as gap:
+                # Fill from the stored history: the next pass resumes after the last seq
+                # actually delivered, so the missing events come first.
+                self.log.warning("follower_gap", table=feed.table_id, gap=str(gap))
             except LookupError:
                 # Fell behind what the store holds: skip to now; clients see the jump in seq
                 # and rejoin with `since`, getting a snapshot.

@@ -1,0 +1,214 @@
+"""The import rules of STYLE.md section 4, checked by parsing every module with ast.
+
+Edges point down only: core <- wire <- store <- runtime <- transport <- app/cli. The core is
+pure (no clock, no I/O, no third-party code), and only the composition roots (server/app.py,
+server/cli.py) see the concrete store engines.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = ROOT / "server"
+
+# Layer -> the server packages its modules may import (its own package included).
+# Anything else under server.* (other layers, app, cli, config) is an upward or sideways edge.
+LAYER_RULES: dict[str, frozenset[str]] = {
+    "core": frozenset({"core"}),
+    "wire": frozenset({"core", "wire"}),
+    "store": frozenset({"core", "wire", "store"}),  # wire for codecs
+    "runtime": frozenset({"core", "store", "runtime"}),  # never transport
+    "transport": frozenset({"core", "wire", "store", "runtime", "transport"}),
+}
+
+# Concrete store engines: only the composition roots (and the store package) may name them.
+CONCRETE_ENGINES = ("server.store.memory", "server.store.redis")
+COMPOSITION_ROOTS = ("server/app.py", "server/cli.py")
+
+# Standard-library modules the core must not touch even though they ship with Python:
+# it never reads a clock, sleeps, does I/O or logs (STYLE.md sections 1 and 6).
+CORE_FORBIDDEN = frozenset(
+    {
+        "asyncio",
+        "time",
+        "datetime",
+        "socket",
+        "selectors",
+        "threading",
+        "subprocess",
+        "logging",
+        # third-party, listed so the reason reads plainly even though they are not stdlib
+        "redis",
+        "websockets",
+        "msgpack",
+        "structlog",
+        "uvloop",
+    }
+)
+# The core takes randomness as an injected random.Random; these names are the types only.
+RANDOM_TYPES = frozenset({"Random", "SystemRandom"})
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def is_module(dotted: str) -> bool:
+    base = ROOT.joinpath(*dotted.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def imports_of(source: str, name: str, is_package: bool = False) -> Iterator[tuple[int, str]]:
+    """(line, absolute module) for every import in the source, nested ones included.
+
+    `from pkg import sub` also yields pkg.sub when sub is a module, so that
+    `from server.store import memory` is seen as an import of server.store.memory.
+    """
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package[: len(package) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            if base != "__future__":
+                yield node.lineno, base
+            for alias in node.names:
+                if is_module(f"{base}.{alias.name}"):
+                    yield node.lineno, f"{base}.{alias.name}"
+
+
+def file_imports(path: Path) -> list[tuple[int, str]]:
+    return list(imports_of(path.read_text(), module_name(path), path.name == "__init__.py"))
+
+
+def py_files(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.py"))
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+CORE_FILES = py_files(SERVER / "core")
+ENGINE_BLIND_FILES = [
+    p for p in py_files(SERVER) if rel(p) not in COMPOSITION_ROOTS and p.parent.name != "store"
+]
+
+
+def test_the_core_exists() -> None:
+    """The core package is present, so the checks below are not vacuous."""
+    assert {p.name for p in CORE_FILES} >= {"cards.py", "coup.py", "shoe.py", "table.py"}
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=rel)
+def test_core_imports_only_stdlib_and_core(path: Path) -> None:
+    """A core module imports only the standard library and server.core, and no clock or I/O."""
+    bad = []
+    for line, name in file_imports(path):
+        top = name.split(".")[0]
+        if top == "server":
+            ok = name == "server.core" or name.startswith("server.core.")
+        else:
+            ok = top in sys.stdlib_module_names and top not in CORE_FORBIDDEN
+        if not ok:
+            bad.append(f"{rel(path)}:{line} imports {name}")
+    assert bad == []
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=rel)
+def test_core_uses_no_global_random(path: Path) -> None:
+    """The core never calls the random module's global functions (randomness is injected)."""
+    tree = ast.parse(path.read_text())
+    bad = [
+        f"{rel(path)}:{node.lineno} uses random.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "random"
+        and node.attr not in RANDOM_TYPES
+    ]
+    bad += [
+        f"{rel(path)}:{node.lineno} imports {alias.name} from random"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "random"
+        for alias in node.names
+        if alias.name not in RANDOM_TYPES
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize("layer", sorted(LAYER_RULES))
+def test_layers_import_only_downwards(layer: str) -> None:
+    """Each layer imports only the server packages its row of LAYER_RULES allows."""
+    files = py_files(SERVER / layer)
+    if not files:
+        pytest.skip(f"server/{layer} has no modules yet")
+    allowed = LAYER_RULES[layer]
+    bad = []
+    for path in files:
+        for line, name in file_imports(path):
+            parts = name.split(".")
+            if parts[0] != "server":
+                continue
+            if len(parts) < 2 or parts[1] not in allowed:
+                bad.append(f"{rel(path)}:{line} imports {name}")
+    assert bad == []
+
+
+@pytest.mark.parametrize("path", ENGINE_BLIND_FILES, ids=rel)
+def test_only_composition_roots_see_concrete_engines(path: Path) -> None:
+    """Outside server/store, only server/app.py and server/cli.py import memory or redis engines."""
+    bad = [
+        f"{rel(path)}:{line} imports {name}"
+        for line, name in file_imports(path)
+        if any(name == e or name.startswith(e + ".") for e in CONCRETE_ENGINES)
+    ]
+    assert bad == []
+
+
+def test_rule_table_points_down_only() -> None:
+    """The rule table itself has no cycle: allowed packages sit strictly below, or are self."""
+    order = ["core", "wire", "store", "runtime", "transport"]
+    for layer, allowed in LAYER_RULES.items():
+        assert layer in allowed
+        assert all(order.index(other) <= order.index(layer) for other in allowed)
+    assert "transport" not in LAYER_RULES["runtime"]
+
+
+def test_import_scanner_sees_every_form() -> None:
+    """The scanner resolves relative, nested and `from pkg import module` imports."""
+    source = (
+        "import os.path\n"
+        "from . import cards\n"
+        "from ..store import memory\n"
+        "from server.store import base\n"
+        "def f():\n"
+        "    import asyncio\n"
+    )
+    found = {name for _, name in imports_of(source, "server.core.example")}
+    assert found >= {
+        "os.path",
+        "server.core",
+        "server.core.cards",
+        "server.store",
+        "server.store.memory",
+        "server.store.base",
+        "asyncio",
+    }
+    assert {n for _, n in imports_of("from .x import y\n", "server.core", is_package=True)} == {
+        "server.core.x"
+    }
