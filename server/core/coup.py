@@ -98,8 +98,9 @@ def resolve_coup(cards: Sequence[Card]) -> Coup:
             raise NotEnoughCards(f"coup needs card {index + 1}, only {len(cards)} given")
         return cards[index]
 
-    player = [take(0), take(2)]
-    banker = [take(1), take(3)]
+    p1, b1, p2, b2 = (take(i) for i in range(4))  # in deal order, so errors name the first gap
+    player = [p1, p2]
+    banker = [b1, b2]
     order: list[tuple[Hand, Card]] = [
         (Hand.PLAYER, player[0]),
         (Hand.BANKER, banker[0]),
