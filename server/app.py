@@ -78,11 +78,19 @@ class Node:
             next_round_pause=settings.next_round_pause,
             lease_ttl=settings.lease_ttl,
         )
+        self.hub = Hub(self.store, push_settlement)
         self.loops = [
-            TableLoop(self.store, table_id, rules, self.node_id, self.clock, self.timings)
+            TableLoop(
+                self.store,
+                table_id,
+                rules,
+                self.node_id,
+                self.clock,
+                self.timings,
+                on_commit=self.hub.offer,
+            )
             for table_id, rules in self.tables.items()
         ]
-        self.hub = Hub(self.store, push_settlement)
         self.ctx = SessionContext(
             self.store,
             self.hub,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -29,7 +30,7 @@ from server.core.table import (
     void_round,
 )
 from server.runtime.clock import Clock
-from server.store.base import StaleWrite, Store, StoreUnavailable
+from server.store.base import Event, StaleWrite, Store, StoreUnavailable
 
 __all__ = ["LeaseLost", "TableLoop", "Timings"]
 
@@ -61,6 +62,7 @@ class TableLoop:
         clock: Clock,
         timings: Timings,
         rng: random.Random | None = None,
+        on_commit: Callable[[str, list[Event]], None] | None = None,
     ) -> None:
         self.store = store
         self.table_id = table_id
@@ -69,6 +71,8 @@ class TableLoop:
         self.clock = clock
         self.timings = timings
         self.rng = rng or random.SystemRandom()
+        # Hands committed events straight to this node's fan-out, ahead of the store's feed.
+        self.on_commit = on_commit
         self.token: int | None = None  # the fencing token while this node owns the table
         self.log = structlog.get_logger("table").bind(table=table_id, node=node_id)
 
@@ -175,11 +179,8 @@ class TableLoop:
         transition: Transition,
         payouts: list[Payout] | None = None,
     ) -> None:
-        await self.store.commit(
-            self.table_id,
-            token,
-            state.version,
-            transition.state,
-            transition.events,
-            payouts,
+        stored = await self.store.commit(
+            self.table_id, token, state.version, transition.state, transition.events, payouts
         )
+        if self.on_commit is not None:
+            self.on_commit(self.table_id, stored)

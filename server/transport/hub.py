@@ -178,6 +178,14 @@ class Hub:
                 self.log.warning("follower_error", table=feed.table_id, error=str(error))
                 await asyncio.sleep(0.5)
 
+    def offer(self, table_id: str, events: list[Event]) -> None:
+        """Events this node just committed: deliver them now if they are next in line;
+        otherwise the follower delivers them in order."""
+        feed = self.feeds.get(table_id)
+        if feed is not None and events and events[0]["seq"] == feed.last_seq + 1:
+            for event in events:
+                feed.publish(event)
+
     def spawn(self, coro: object) -> None:
         task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
         self._tasks.add(task)

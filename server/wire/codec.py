@@ -51,11 +51,8 @@ def decode(frame: Frame) -> object:
     try:
         if isinstance(frame, str):
             return json.loads(frame)
-        return msgpack.unpackb(
-            frame,
-            raw=False,
-            strict_map_key=False,
-            max_buffer_size=MAX_FRAME_BYTES,
-        )
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as error:
+        # The frame's size is already bounded by the server's max_size; unpackb sizes its own
+        # limits from len(frame) (it takes no max_buffer_size).
+        return msgpack.unpackb(frame, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, RecursionError, msgpack.UnpackException) as error:
         raise Undecodable(f"cannot decode frame: {error}") from None
