@@ -1,0 +1,67 @@
+-- Helpers shared by every script; server/store/redis.py prepends this file to each one.
+-- Numbers go back to Redis through int(): Lua 5.1 numbers are doubles, and tostring()
+-- would print large ones in exponent form.
+
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- The store's clock. Since Redis 5 scripts replicate their effects, so reading TIME before
+-- a write is allowed (on Redis 3.2-4.0 it needed redis.replicate_commands() first).
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The header of a msgpack map with n entries (fixmap up to 15, else map16).
+local function map_header(n)
+  if n < 16 then
+    return string.char(0x80 + n)
+  end
+  return string.char(0xde, math.floor(n / 256), n % 256)
+end
+
+-- The table's context: its keys, its history limits, the round and ts to stamp.
+local function table_context(id, prefix, state, stream, rounds, keep_events, keep_rounds)
+  return {
+    id = id,
+    prefix = prefix,
+    state = state,
+    stream = stream,
+    rounds = rounds,
+    keep_events = keep_events,
+    keep_rounds = tonumber(keep_rounds),
+  }
+end
+
+-- Make t.round the newest archived round, dropping the oldest rounds past keep_rounds
+-- (their events and settlements go together).
+local function archive_round(t)
+  if redis.call('LINDEX', t.rounds, -1) == t.round then
+    return
+  end
+  redis.call('RPUSH', t.rounds, t.round)
+  while redis.call('LLEN', t.rounds) > t.keep_rounds do
+    local old = redis.call('LPOP', t.rounds)
+    redis.call('DEL', t.prefix .. 'round:' .. old, t.prefix .. 'settle:' .. old)
+  end
+end
+
+-- Append one event with the next seq: a msgpack map of type, table, seq, round, ts and then
+-- the payload's npairs key/value pairs, already encoded by the caller. Stream entry IDs are
+-- <seq>-0, so XRANGE by seq is direct; the stream keeps exactly keep_events entries and the
+-- round's list keeps every event of the round.
+local function append_event(t, npairs, pairs)
+  local seq = redis.call('HINCRBY', t.state, 'seq', 1)
+  local ev = map_header(npairs + 5)
+    .. cmsgpack.pack('type') .. cmsgpack.pack('event')
+    .. cmsgpack.pack('table') .. cmsgpack.pack(t.id)
+    .. cmsgpack.pack('seq') .. cmsgpack.pack(seq)
+    .. cmsgpack.pack('round') .. cmsgpack.pack(tonumber(t.round))
+    .. cmsgpack.pack('ts') .. cmsgpack.pack(t.ts)
+    .. pairs
+  redis.call('XADD', t.stream, 'MAXLEN', t.keep_events, int(seq) .. '-0', 'e', ev)
+  archive_round(t)
+  redis.call('RPUSH', t.prefix .. 'round:' .. t.round, ev)
+  return ev
+end

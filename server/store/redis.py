@@ -1,0 +1,481 @@
+"""The Redis engine: the memory engine's semantics, shared by every node through one Redis.
+
+Each check-then-write is one Lua script (server/store/lua/), so it is atomic on the server:
+place_bet judges the window by Redis's clock and debits in the same step, and commit checks
+the owner's fencing token and the state's version before it writes anything. Every key of
+one table carries the hash tag `{t:<table>}` and every key of one player `{p:<player>}`;
+docs/redis.md has the layout and what Redis Cluster would need on top.
+
+Connection failures surface as StoreUnavailable after the client's own retries; the client
+reconnects by itself, so the store works again once Redis is back. A script whose reply was
+lost is retried: place_bet is idempotent by bet_id, and a retried commit that had already
+applied answers StaleWrite, after which the owner reloads the state it wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from importlib import resources
+from typing import Any, NoReturn
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from server.core.bets import Bet, Payout, Spot, SpotLimit, TableLimits, parse_spot, verify_bet
+from server.core.errors import BetRejected, RejectCode
+from server.core.events import EventKind, Payload, event
+from server.core.rules import TableRules
+from server.core.table import TableState
+from server.store.base import (
+    DEFAULT_HISTORY_EVENTS,
+    DEFAULT_HISTORY_ROUNDS,
+    BetReceipt,
+    Event,
+    Lease,
+    Ledger,
+    Settlement,
+    Snapshot,
+    StaleWrite,
+    Store,
+    StoreUnavailable,
+)
+from server.store.codec import (
+    bet_from_bytes,
+    packb,
+    payload_pairs,
+    rules_from_dict,
+    state_from_bytes,
+    state_to_bytes,
+    unpackb,
+)
+
+__all__ = ["RedisStore"]
+
+_SCRIPTS = (
+    "create_table",
+    "ensure_player",
+    "place_bet",
+    "commit",
+    "acquire_lease",
+    "release_lease",
+    "lease",
+    "snapshot",
+)
+MAX_EXACT = 2**53  # Lua numbers are doubles: money must stay below this many minor units
+FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
+
+
+def _script_text(name: str) -> str:
+    lua = resources.files("server.store").joinpath("lua")
+    return lua.joinpath("lib.lua").read_text() + "\n" + lua.joinpath(f"{name}.lua").read_text()
+
+
+@contextlib.contextmanager
+def _reachable() -> Iterator[None]:
+    """Turn the client's connection failures (after its retries) into StoreUnavailable."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise StoreUnavailable(f"redis is unreachable: {exc}") from exc
+
+
+def _unknown_table(table_id: str) -> BetRejected:
+    return BetRejected(RejectCode.UNKNOWN_TABLE, f"no table {table_id!r}")
+
+
+def _round_arg(round_no: object) -> str:
+    """The round as the script compares it: a whole number's digits, else '' (never equal).
+
+    Mirrors verify_bet_window's `round_no != state.round`, under which 2.0 and True match.
+    """
+    if isinstance(round_no, int):  # bool included: True == 1
+        return str(int(round_no))
+    if isinstance(round_no, float) and round_no.is_integer():
+        return str(int(round_no))
+    return ""
+
+
+def _bytes(value: object) -> bytes:
+    """A reply value of a client that decodes nothing (decode_responses is off)."""
+    assert isinstance(value, bytes), value
+    return value
+
+
+def _entry_seq(entry_id: object) -> int:
+    return int(_bytes(entry_id).split(b"-", 1)[0])
+
+
+def _entry_event(fields: object) -> Event:
+    assert isinstance(fields, dict), fields
+    event_: Event = unpackb(fields[b"e"])
+    return event_
+
+
+class _TableKeys:
+    """One table's keys; all share the hash tag {t:<table>} so they sit in one slot."""
+
+    __slots__ = ("lease", "prefix", "rounds", "state", "stream")
+
+    def __init__(self, key_prefix: str, table_id: str) -> None:
+        self.prefix = f"{key_prefix}:{{t:{table_id}}}:"
+        self.state = self.prefix + "state"
+        self.stream = self.prefix + "stream"
+        self.rounds = self.prefix + "rounds"
+        self.lease = self.prefix + "lease"
+
+    def per_round(self, kind: str, round_no: int) -> str:
+        return f"{self.prefix}{kind}:{round_no}"
+
+
+class RedisStore(Store):
+    def __init__(
+        self,
+        url: str,
+        *,
+        history_events: int = DEFAULT_HISTORY_EVENTS,
+        history_rounds: int = DEFAULT_HISTORY_ROUNDS,
+        key_prefix: str = "bac",
+        timeout_s: float = 5.0,
+        retries: int = 3,
+        max_connections: int = 64,
+    ) -> None:
+        self._url = url
+        self._history = (max(history_events, 1), max(history_rounds, 1))
+        self._prefix = key_prefix
+        self._timeout_s = timeout_s
+        self._retries = retries
+        self._max_connections = max_connections
+        self._redis = self._shared_client()
+        self._scripts: dict[str, AsyncScript] = {
+            name: self._redis.register_script(_script_text(name)) for name in _SCRIPTS
+        }
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        history_events: int = DEFAULT_HISTORY_EVENTS,
+        history_rounds: int = DEFAULT_HISTORY_ROUNDS,
+        key_prefix: str = "bac",
+    ) -> RedisStore:
+        return cls(
+            url, history_events=history_events, history_rounds=history_rounds, key_prefix=key_prefix
+        )
+
+    @property
+    def key_prefix(self) -> str:
+        """The prefix of every key this store uses (tests and operators inspect them)."""
+        return self._prefix
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "socket_connect_timeout": self._timeout_s,
+            "socket_timeout": self._timeout_s,
+            # Reconnects on its own: a few quick retries, then the caller sees StoreUnavailable.
+            "retry": Retry(ExponentialBackoff(cap=0.5, base=0.02), self._retries),
+        }
+
+    def _shared_client(self) -> Redis:
+        """The client of every call but follow: a bounded pool that queues callers when full
+        (the default pool refuses the 101st concurrent call outright)."""
+        pool = BlockingConnectionPool.from_url(
+            self._url,
+            max_connections=self._max_connections,
+            timeout=self._timeout_s,
+            **self._options(),
+        )
+        return Redis.from_pool(pool)
+
+    def _follow_client(self) -> Redis:
+        """One connection for one follower: XREAD BLOCK holds it for up to FOLLOW_BLOCK_MS."""
+        options = self._options()
+        options["socket_timeout"] = self._timeout_s + FOLLOW_BLOCK_MS / 1000
+        client: Redis = Redis.from_url(self._url, single_connection_client=True, **options)
+        return client
+
+    def _table_keys(self, table_id: str) -> _TableKeys:
+        return _TableKeys(self._prefix, table_id)
+
+    def _player_key(self, player: str, kind: str) -> str:
+        return f"{self._prefix}:{{p:{player}}}:{kind}"
+
+    @property
+    def _ledger_key(self) -> str:
+        return f"{self._prefix}:ledger"
+
+    async def _run(self, name: str, keys: Sequence[str], args: Sequence[object]) -> Any:
+        with _reachable():
+            return await self._scripts[name](keys=keys, args=args)  # type: ignore[arg-type]
+
+    async def _require_table(self, table_id: str) -> None:
+        with _reachable():
+            exists = await self._redis.exists(self._table_keys(table_id).state)
+        if not exists:
+            raise _unknown_table(table_id)
+
+    # --- tables -------------------------------------------------------------------------
+    async def create_table(self, table_id: str, rules: TableRules) -> None:
+        keys = self._table_keys(table_id)
+        state = TableState(table_id)
+        args: list[object] = [table_id, state_to_bytes(state), packb(rules.to_dict())]
+        args += [state.phase.value, state.round, state.closes_at_ms, state.version]
+        for spot, limit in rules.limits.spots.items():
+            args += [spot.value, limit.minimum, limit.maximum]
+        await self._run("create_table", [keys.state, f"{self._prefix}:tables"], args)
+
+    async def table_ids(self) -> list[str]:
+        with _reachable():
+            ids = await self._redis.lrange(f"{self._prefix}:tables", 0, -1)
+        return [_bytes(raw).decode() for raw in ids]
+
+    async def rules(self, table_id: str) -> TableRules | None:
+        with _reachable():
+            raw = await self._redis.hget(self._table_keys(table_id).state, "rules")
+        return rules_from_dict(unpackb(_bytes(raw))) if raw is not None else None
+
+    async def load_state(self, table_id: str) -> TableState | None:
+        with _reachable():
+            raw = await self._redis.hget(self._table_keys(table_id).state, "blob")
+        return state_from_bytes(_bytes(raw)) if raw is not None else None
+
+    async def snapshot(self, table_id: str, player: str | None) -> Snapshot | None:
+        keys = self._table_keys(table_id)
+        reply = await self._run("snapshot", [keys.state], [keys.prefix])
+        if reply is None:
+            return None
+        blob, seq, rules, raw_bets = reply
+        bets = [bet for bet in map(bet_from_bytes, raw_bets) if bet.player == player]
+        return Snapshot(state_from_bytes(blob), int(seq), rules_from_dict(unpackb(rules)), bets)
+
+    # --- players and bets ---------------------------------------------------------------
+    async def ensure_player(self, player: str, initial_balance: int) -> int:
+        keys = [self._player_key(player, "balance"), self._ledger_key]
+        return int(await self._run("ensure_player", keys, [initial_balance]))
+
+    async def balance(self, player: str) -> int | None:
+        with _reachable():
+            raw = await self._redis.get(self._player_key(player, "balance"))
+        return int(raw) if raw is not None else None
+
+    async def place_bet(
+        self,
+        table_id: str,
+        player: str,
+        round_no: object,
+        bet_id: str,
+        spot: object,
+        amount: object,
+    ) -> BetReceipt:
+        try:
+            spot_: Spot | None = parse_spot(spot)
+        except BetRejected:
+            spot_ = None  # refused by the script, after the window checks, like the core
+        whole = type(amount) is int and amount > 0
+        spot_name = spot_.value if spot_ else ""
+        # The payload is used only if the bet is accepted, which no table's limits allow for an
+        # amount past what Lua counts exactly (2**53); msgpack could not even encode 2**64.
+        fits = whole and amount < MAX_EXACT  # type: ignore[operator]
+        payload = event(
+            EventKind.BET_PLACED, player=player, spot=spot_name, amount=amount if fits else 0
+        )
+        keys = self._table_keys(table_id)
+        reply = await self._run(
+            "place_bet",
+            [
+                keys.state,
+                keys.stream,
+                keys.rounds,
+                self._player_key(player, "balance"),
+                self._player_key(player, "receipts"),
+                self._ledger_key,
+            ],
+            [
+                *(table_id, keys.prefix, *self._history, player, bet_id, _round_arg(round_no)),
+                *(spot_name, str(amount) if whole else "", *payload_pairs(payload)),
+            ],
+        )
+        if reply[0] != b"OK":
+            self._refuse(table_id, reply, round_no, spot, amount)
+        return BetReceipt(*unpackb(reply[1]))
+
+    @staticmethod
+    def _refuse(
+        table_id: str, reply: list[Any], round_no: object, spot: object, amount: object
+    ) -> NoReturn:
+        """Raise the BetRejected the memory engine would, from the script's refusal."""
+        code = reply[0].decode()
+        if code == "UNKNOWN_TABLE":
+            raise _unknown_table(table_id)
+        if code == "CLOSED":
+            raise BetRejected(RejectCode.BETTING_CLOSED, "betting is closed for this round")
+        if code == "ROUND":
+            current = int(reply[1])
+            raise BetRejected(
+                RejectCode.WRONG_ROUND, f"round {round_no!r} is not open; {current} is"
+            )
+        spot_ = parse_spot(spot)  # raises UNKNOWN_SPOT for code SPOT
+        # MONEY: the core names the rule that failed, from the values the script saw.
+        low, high, on_spot, balance = reply[1:5]
+        spots = {spot_: SpotLimit(int(low), int(high))} if low else {}
+        verify_bet(TableLimits(spots), spot_, amount, int(on_spot), int(balance))
+        raise AssertionError(f"place_bet script refused ({code}) a bet the core accepts")
+
+    async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
+        with _reachable():
+            raw = await self._redis.lrange(
+                self._table_keys(table_id).per_round("bets", round_no), 0, -1
+            )
+        if not raw:
+            await self._require_table(table_id)
+        return [bet_from_bytes(_bytes(item)) for item in raw]
+
+    # --- the owner's transitions ----------------------------------------------------------
+    async def commit(
+        self,
+        table_id: str,
+        fence: int,
+        expected_version: int,
+        state: TableState,
+        events: list[Payload],
+        payouts: list[Payout] | None = None,
+    ) -> list[Event]:
+        keys = self._table_keys(table_id)
+        args: list[object] = [table_id, keys.prefix, *self._history, fence, expected_version]
+        args += [state_to_bytes(state), state.phase.value, state.round, state.closes_at_ms]
+        args += [state.version, len(events)]
+        for payload in events:
+            args += payload_pairs(payload)
+        balances = []
+        for player, mine in _by_player(payouts or []).items():
+            credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
+            args += [player, credit, -staked, staked - credit, packb([p.to_dict() for p in mine])]
+            balances.append(self._player_key(player, "balance"))
+        script_keys = [keys.state, keys.stream, keys.rounds, self._ledger_key, *balances]
+        reply = await self._run("commit", script_keys, args)
+        code = reply[0].decode()
+        if code == "UNKNOWN_TABLE":
+            raise _unknown_table(table_id)
+        if code == "FENCE":
+            raise StaleWrite(f"fencing token {fence} is not the lease holder's")
+        if code == "VERSION":
+            raise StaleWrite(f"version {expected_version} is stale; at {int(reply[1])}")
+        return [unpackb(raw) for raw in reply[1:]]
+
+    async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
+        key = self._table_keys(table_id).per_round("settle", round_no)
+        with _reachable():
+            raw = await self._redis.hget(key, player)
+        if raw is None:
+            await self._require_table(table_id)
+            return None
+        payouts, balance = unpackb(_bytes(raw))
+        return Settlement(table_id, round_no, payouts, balance)
+
+    # --- events ---------------------------------------------------------------------------
+    async def last_seq(self, table_id: str) -> int:
+        with _reachable():
+            raw = await self._redis.hget(self._table_keys(table_id).state, "seq")
+        if raw is None:
+            raise _unknown_table(table_id)
+        return int(raw)
+
+    async def events_after(self, table_id: str, seq: int, limit: int = 1000) -> list[Event] | None:
+        if seq < 0:
+            await self._require_table(table_id)
+            return None
+        stream = self._table_keys(table_id).stream
+        with _reachable():
+            entries = await self._redis.xrange(stream, f"{seq + 1}-0", "+", count=max(limit, 1))
+        if not entries:
+            await self._require_table(table_id)
+            return []
+        if _entry_seq(entries[0][0]) != seq + 1:
+            return None  # trimmed: the stream no longer starts right after `seq`
+        return [_entry_event(fields) for _, fields in entries[: max(limit, 0)]]
+
+    async def round_events(self, table_id: str, round_no: int) -> list[Event] | None:
+        key = self._table_keys(table_id).per_round("round", round_no)
+        with _reachable():
+            raw = await self._redis.lrange(key, 0, -1)
+        if not raw:
+            await self._require_table(table_id)
+            return None
+        return [unpackb(_bytes(item)) for item in raw]
+
+    async def follow(self, table_id: str, after_seq: int) -> AsyncIterator[Event]:
+        await self._require_table(table_id)
+        if after_seq < 0:
+            raise LookupError(f"events after {after_seq} are no longer held")
+        stream = self._table_keys(table_id).stream
+        client = self._follow_client()  # a blocking read must not hold a shared connection
+        try:
+            while True:
+                with _reachable():
+                    reply: Any = await client.xread(
+                        {stream: f"{after_seq}-0"}, count=1000, block=FOLLOW_BLOCK_MS
+                    )
+                for _stream, entries in reply or []:
+                    for entry_id, fields in entries:
+                        if _entry_seq(entry_id) != after_seq + 1:
+                            raise LookupError(f"events after {after_seq} are no longer held")
+                        yield _entry_event(fields)
+                        after_seq += 1
+        finally:
+            await client.aclose()
+
+    # --- ownership --------------------------------------------------------------------------
+    async def acquire_lease(self, table_id: str, node: str, ttl_ms: int) -> Lease | None:
+        keys = self._table_keys(table_id)
+        reply = await self._run("acquire_lease", [keys.state, keys.lease], [node, max(ttl_ms, 1)])
+        code = reply[0].decode()
+        if code == "UNKNOWN_TABLE":
+            raise _unknown_table(table_id)
+        if code == "HELD":
+            return None
+        return Lease(table_id, node, int(reply[1]), int(reply[2]))
+
+    async def release_lease(self, table_id: str, node: str, token: int) -> None:
+        keys = self._table_keys(table_id)
+        reply = await self._run("release_lease", [keys.state, keys.lease], [node, token])
+        if reply[0] == b"UNKNOWN_TABLE":
+            raise _unknown_table(table_id)
+
+    async def lease(self, table_id: str) -> Lease | None:
+        keys = self._table_keys(table_id)
+        reply = await self._run("lease", [keys.state, keys.lease], [])
+        code = reply[0].decode()
+        if code == "UNKNOWN_TABLE":
+            raise _unknown_table(table_id)
+        if code == "NONE":
+            return None
+        return Lease(table_id, reply[1].decode(), int(reply[2]), int(reply[3]))
+
+    # --- housekeeping ---------------------------------------------------------------------
+    async def now_ms(self) -> int:
+        with _reachable():
+            seconds, micros = await self._redis.time()
+        return seconds * 1000 + micros // 1000
+
+    async def ledger(self) -> Ledger:
+        with _reachable():
+            raw = await self._redis.hmget(
+                self._ledger_key, "issued", "balances", "in_play", "house"
+            )
+        issued, balances, in_play, house = (int(value or 0) for value in raw)
+        return Ledger(issued, balances, in_play, house)
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+
+def _by_player(payouts: list[Payout]) -> dict[str, list[Payout]]:
+    grouped: dict[str, list[Payout]] = {}
+    for payout in payouts:
+        grouped.setdefault(payout.player, []).append(payout)
+    return grouped

@@ -1,0 +1,138 @@
+"""Helpers for the store tests: a manual clock, test rules, and an owner that drives a table."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import AsyncIterator
+
+from server.core.bets import Payout, Spot, SpotLimit, TableLimits
+from server.core.rules import TableRules
+from server.core.table import (
+    TableState,
+    Transition,
+    close_betting,
+    coup_of,
+    deal_next_card,
+    open_round,
+    settle_round,
+    void_round,
+)
+from server.store.base import BetReceipt, Event, Store
+
+__all__ = ["RULES", "TABLE", "ManualClock", "Owner", "bet", "take"]
+
+TABLE = "t1"
+# Small limits so every limit case is reachable; the pair spots are not offered at all.
+LIMITS = TableLimits(
+    {
+        Spot.PLAYER: SpotLimit(100, 1_000),
+        Spot.BANKER: SpotLimit(100, 1_000),
+        Spot.TIE: SpotLimit(50, 300),
+    }
+)
+RULES = TableRules("test", decks=1, cut_card_from_end=7, limits=LIMITS)
+WAIT_S = 5.0  # the most any test waits for an event
+_bet_ids = itertools.count(1)
+
+
+class ManualClock:
+    """The memory engine's clock: time moves only when a test says so."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+
+class Owner:
+    """Plays a table's owner through the public interface: lease, then pure transitions."""
+
+    def __init__(self, store: Store, table_id: str = TABLE, node: str = "node-a", seed: int = 1):
+        self.store = store
+        self.table_id = table_id
+        self.node = node
+        self.rng = random.Random(seed)
+        self.rules = RULES
+        self.fence = 0
+        self.state = TableState(table_id)
+
+    async def start(self, ttl_ms: int = 60_000) -> Owner:
+        lease = await self.store.acquire_lease(self.table_id, self.node, ttl_ms)
+        assert lease is not None, "the table is held by another node"
+        self.fence = lease.token
+        state, rules = (
+            await self.store.load_state(self.table_id),
+            await self.store.rules(self.table_id),
+        )
+        assert state is not None and rules is not None
+        self.state, self.rules = state, rules
+        return self
+
+    async def apply(
+        self, transition: Transition, payouts: list[Payout] | None = None
+    ) -> list[Event]:
+        events = await self.store.commit(
+            self.table_id,
+            self.fence,
+            self.state.version,
+            transition.state,
+            transition.events,
+            payouts,
+        )
+        self.state = transition.state
+        return events
+
+    async def open(self, window_ms: int = 60_000, *, now_ms: int | None = None) -> list[Event]:
+        now = await self.store.now_ms() if now_ms is None else now_ms
+        return await self.apply(open_round(self.state, self.rules, now, window_ms, self.rng))
+
+    async def close(self) -> list[Event]:
+        return await self.apply(close_betting(self.state))
+
+    async def deal(self) -> list[Event]:
+        events: list[Event] = []
+        while self.state.dealt < coup_of(self.state).cards_used:
+            events += await self.apply(deal_next_card(self.state))
+        return events
+
+    async def settle(self) -> tuple[list[Event], list[Payout]]:
+        bets = await self.store.round_bets(self.table_id, self.state.round)
+        transition, payouts = settle_round(self.state, self.rules, bets)
+        return await self.apply(transition, payouts), payouts
+
+    async def void(self, reason: str = "test") -> tuple[list[Event], list[Payout]]:
+        bets = await self.store.round_bets(self.table_id, self.state.round)
+        transition, refunds = void_round(self.state, bets, reason)
+        return await self.apply(transition, refunds), refunds
+
+    async def finish(self) -> list[Event]:
+        """Close, deal and settle the open round; the events, in order."""
+        events = await self.close()
+        events += await self.deal()
+        return events + (await self.settle())[0]
+
+
+async def bet(
+    store: Store,
+    player: str,
+    amount: object = 100,
+    spot: object = "player",
+    *,
+    round_no: object = 1,
+    bet_id: str | None = None,
+    table_id: str = TABLE,
+) -> BetReceipt:
+    bet_id = bet_id if bet_id is not None else f"bet-{next(_bet_ids)}"
+    return await store.place_bet(table_id, player, round_no, bet_id, spot, amount)
+
+
+async def take(events: AsyncIterator[Event], count: int) -> list[Event]:
+    """The next `count` events, or a TimeoutError if they do not come."""
+
+    async def collect() -> list[Event]:
+        return [await anext(events) for _ in range(count)]
+
+    return await asyncio.wait_for(collect(), WAIT_S)

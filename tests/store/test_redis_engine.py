@@ -1,0 +1,175 @@
+"""What only the Redis engine has: key layout, stream trimming, races, outages, restarts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from redis.crc import key_slot
+
+from server.core.errors import BetRejected, RejectCode
+from server.store.base import BetReceipt, Store, StoreUnavailable
+from server.store.codec import unpackb
+from server.store.redis import RedisStore
+from tests.redis_server import RedisProcess, start_redis
+from tests.store import RULES, TABLE, Owner, bet, take
+from tests.store.conftest import StoreFactory
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def engine() -> str:
+    """Only the Redis engine here."""
+    return "redis"
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+def prefix_of(store: Store) -> str:
+    assert isinstance(store, RedisStore)
+    return store.key_prefix
+
+
+async def keys_of(raw: Redis, store: Store) -> list[str]:
+    return sorted([key.decode() async for key in raw.scan_iter(match=f"{prefix_of(store)}:*")])
+
+
+async def test_keys_of_a_table_share_one_hash_tag(table: Store, raw: Redis) -> None:
+    """Every key of a table carries {t:<table>}, every key of a player {p:<player>}."""
+    owner = await Owner(table).start()
+    await owner.open()
+    await bet(table, "alice", 300, "player")
+    await bet(table, "bob", 200, "banker")
+    await owner.finish()
+    prefix = prefix_of(table)
+    keys = await keys_of(raw, table)
+    table_keys = [k for k in keys if "{t:" in k]
+    player_keys = [k for k in keys if "{p:" in k]
+    assert {k.removeprefix(f"{prefix}:{{t:{TABLE}}}:") for k in table_keys} >= {
+        "state",
+        "stream",
+        "lease",
+        "rounds",
+        "round:1",
+        "settle:1",
+        "bets:1",
+        "stakes:1",
+    }
+    assert len({key_slot(k.encode()) for k in table_keys}) == 1
+    for player in ("alice", "bob"):
+        mine = [k for k in player_keys if f"{{p:{player}}}" in k]
+        assert len({key_slot(k.encode()) for k in mine}) == 1
+    assert sorted(set(keys) - set(table_keys) - set(player_keys)) == [
+        f"{prefix}:ledger",
+        f"{prefix}:tables",
+    ]
+
+
+async def test_stream_is_trimmed_to_history_events(make_store: StoreFactory, raw: Redis) -> None:
+    """The stream holds exactly the last history_events events, with IDs <seq>-0."""
+    store = await make_store(history_events=5)
+    await store.create_table(TABLE, RULES)
+    owner = await Owner(store).start()
+    events = await owner.open()
+    events += await owner.finish()
+    stream = f"{prefix_of(store)}:{{t:{TABLE}}}:stream"
+    assert await raw.xlen(stream) == 5
+    entries: Any = await raw.xrange(stream)
+    assert [entry_id for entry_id, _ in entries] == [
+        f"{ev['seq']}-0".encode() for ev in events[-5:]
+    ]
+    assert [unpackb(fields[b"e"]) for _, fields in entries] == events[-5:]
+
+
+async def test_close_racing_a_burst_of_bets_accepts_none_after_it(table: Store) -> None:
+    """200 concurrent bets racing close_betting: no bet lands after the close, money adds up."""
+    players = [f"p{i}" for i in range(40)]
+    for player in players:
+        await table.ensure_player(player, 1_000)
+    owner = await Owner(table).start()
+    await owner.open()
+    bets = [bet(table, players[i % 40], 100, ("player", "banker")[i % 2]) for i in range(200)]
+    calls = [*bets[:100], owner.close(), *bets[100:]]
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    outcomes = results[:100] + results[101:]
+    accepted = [r for r in outcomes if isinstance(r, BetReceipt)]
+    refused = [r for r in outcomes if isinstance(r, BetRejected)]
+    assert len(accepted) + len(refused) == 200, [r for r in outcomes if isinstance(r, Exception)]
+    assert all(r.code is RejectCode.BETTING_CLOSED for r in refused)
+    events = await table.events_after(TABLE, 0) or []
+    [closed] = [e for e in events if e["kind"] == "betting_closed"]
+    placed = [e for e in events if e["kind"] == "bet_placed"]
+    assert len(placed) == len(accepted)
+    assert all(e["seq"] < closed["seq"] for e in placed)
+    ledger = await table.ledger()
+    assert ledger.in_play == sum(r.amount for r in accepted) == 100 * len(accepted)
+    assert ledger.balanced
+    assert len(await table.round_bets(TABLE, 1)) == len(accepted)
+
+
+async def test_scripts_survive_a_script_cache_flush(table: Store, raw: Redis) -> None:
+    """After SCRIPT FLUSH (as after a restart) the scripts are loaded again on demand."""
+    owner = await Owner(table).start()
+    await owner.open()
+    await raw.script_flush()
+    assert (await bet(table, "alice", 100, "player")).balance == 9_900
+
+
+@pytest.fixture
+def own_server() -> Iterator[RedisProcess]:
+    """A redis-server of this test's own, which it may stop and restart."""
+    with start_redis() as server:
+        yield server
+
+
+async def test_unreachable_redis_raises_store_unavailable(own_server: RedisProcess) -> None:
+    """With Redis down every call raises StoreUnavailable; after a restart the store works."""
+    store = RedisStore.from_url(own_server.url)
+    try:
+        await store.create_table(TABLE, RULES)
+        assert await store.ensure_player("alice", 500) == 500
+        own_server.stop()
+        for call in (
+            store.balance("alice"),
+            store.now_ms(),
+            store.place_bet(TABLE, "alice", 1, "b1", "player", 100),
+            store.events_after(TABLE, 0),
+            store.ledger(),
+        ):
+            with pytest.raises(StoreUnavailable):
+                await call
+        own_server.restart()  # same port, empty: nothing was persisted
+        assert await store.balance("alice") is None
+        await store.create_table(TABLE, RULES)
+        assert await store.ensure_player("alice", 700) == 700
+        assert (await store.ledger()).balanced
+    finally:
+        await store.close()
+
+
+async def test_follow_raises_store_unavailable_when_redis_stops(own_server: RedisProcess) -> None:
+    """A follower blocked in XREAD sees StoreUnavailable, not a raw redis error."""
+    store = RedisStore.from_url(own_server.url)
+    follower = store.follow(TABLE, 0)
+    try:
+        await store.create_table(TABLE, RULES)
+        owner = await Owner(store).start()
+        opened = await owner.open()
+        assert await take(follower, len(opened)) == opened
+        waiting = asyncio.ensure_future(take(follower, 1))
+        await asyncio.sleep(0)  # the follower is now blocked in XREAD
+        own_server.stop()
+        with pytest.raises(StoreUnavailable):
+            await waiting
+    finally:
+        await follower.aclose()  # type: ignore[attr-defined]
+        await store.close()
