@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import signal
 import sys
 from pathlib import Path
@@ -30,14 +31,23 @@ from server.transport.session import SessionContext, close_all, push_settlement
 __all__ = ["Node", "configure_logging", "parse_tables", "serve_from_args"]
 
 
+_TABLE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
 def parse_tables(spec: str) -> dict[str, TableRules]:
     """'id=preset,...' or 'preset,...'; empty means one table per preset, named after it."""
     if not spec.strip():
         return dict(PRESETS)
     tables: dict[str, TableRules] = {}
-    for item in spec.split(","):
-        table_id, _, preset = item.strip().partition("=")
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        table_id, _, preset = (part.strip() for part in item.partition("="))
+        if not _TABLE_ID.fullmatch(table_id):
+            raise ValueError(f"table id {table_id!r}: use 1-64 letters, digits, '.', '_' or '-'")
+        if table_id in tables:
+            raise ValueError(f"table id {table_id!r} is given twice")
         tables[table_id] = rules_preset(preset or table_id)
+    if not tables:
+        raise ValueError(f"no tables in {spec!r}")
     return tables
 
 
@@ -213,7 +223,9 @@ async def _serve(settings: Settings) -> None:
 
 
 def serve_from_args(args: argparse.Namespace) -> int:
+    """Run `baccarat serve`; a bad setting raises ValueError before anything starts."""
     settings = Settings.from_args(args)
+    parse_tables(settings.tables)
     configure_logging(settings.log_format, settings.log_level)
     try:
         import uvloop  # optional on platforms without it

@@ -249,7 +249,10 @@ def _add_roads(subparsers: argparse._SubParsersAction[_Parser]) -> None:
 
 def _run_serve(args: argparse.Namespace) -> int:
     app = importlib.import_module("server.app")  # lazy: the other commands need no server deps
-    status: object = app.serve_from_args(args)
+    try:
+        status: object = app.serve_from_args(args)
+    except ValueError as error:  # a bad setting: one line, like every other error here
+        return _fail("baccarat serve", str(error))
     return status if isinstance(status, int) else 0
 
 

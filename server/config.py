@@ -40,6 +40,18 @@ class Settings:
     history_events: int = 20_000
     history_rounds: int = 1_000
 
+    def __post_init__(self) -> None:
+        if self.log_format not in ("auto", "json", "console"):
+            raise ValueError(f"log format must be auto, json or console, not {self.log_format!r}")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ValueError(f"log level must be debug, info, warning or error: {self.log_level!r}")
+        if self.betting_window <= 0 or self.lease_ttl <= 0:
+            raise ValueError("betting window and lease ttl must be positive")
+        if min(self.deal_interval, self.close_pause, self.result_pause, self.next_round_pause) < 0:
+            raise ValueError("pauses cannot be negative")
+        if self.demo_balance < 0:
+            raise ValueError("demo balance cannot be negative")
+
     def resolved_node_id(self) -> str:
         return self.node_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
 
@@ -84,7 +96,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default = getattr(defaults, f.name)
         kind = type(default)
         env = _env(f.name)
-        value = kind(env) if env is not None else default
+        # A string default goes through `type` too, so a bad BACCARAT_* value is reported
+        # as a usage error of `serve` alone, not a crash of every command.
+        value = env if env is not None else default
         parser.add_argument(
             "--" + f.name.replace("_", "-"),
             dest=f.name,

@@ -151,7 +151,7 @@ def open_round(
     last_hand = shoe.is_last_hand()
     if last_hand and shoe.position == shoe.cut_index:
         # The cut card came out before the first card of this hand: this hand is the last.
-        events.append(event(EventKind.CUT_CARD, shoe=shoe_number, last_hand=round_no))
+        events.append(event(EventKind.CUT_CARD, shoe=shoe_number, last_round=round_no))
     closes_at = now_ms + window_ms
     events.append(
         event(
@@ -181,7 +181,7 @@ def verify_bet_window(state: TableState, round_no: object, now_ms: int) -> None:
     """Raise BetRejected unless a bet for `round_no` may be taken now."""
     if state.phase is not Phase.BETTING or now_ms >= state.closes_at_ms:
         raise BetRejected(RejectCode.BETTING_CLOSED, "betting is closed for this round")
-    if round_no != state.round:
+    if type(round_no) is not int or round_no != state.round:
         raise BetRejected(
             RejectCode.WRONG_ROUND, f"round {round_no!r} is not open; {state.round} is"
         )
@@ -220,7 +220,7 @@ def deal_next_card(state: TableState) -> Transition:
         one_more = _coup_fits(state.shoe, state.round_start + coup.cards_used)
         last_hand = last_hand or not one_more
         last_round = state.round + 1 if one_more else state.round
-        events.append(event(EventKind.CUT_CARD, shoe=state.shoe_number, last_hand=last_round))
+        events.append(event(EventKind.CUT_CARD, shoe=state.shoe_number, last_round=last_round))
     events.append(event(EventKind.CARD, hand=hand.value, index=state.dealt, **_card_fields(card)))
     dealt = state.dealt + 1
     results = state.results

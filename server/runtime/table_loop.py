@@ -98,8 +98,9 @@ class TableLoop:
                 self.log.warning("store_unavailable", error=str(down.exceptions[0]))
             except* Exception:
                 self.log.exception("table_loop_failed")
-            finally:
-                self.token = None
+            # Not in a `finally`: a cancelled loop keeps its token so release() can still
+            # give the lease up (Node.stop cancels the loops, then releases).
+            self.token = None
             await self.clock.sleep(self.timings.retry)
 
     async def release(self) -> None:

@@ -161,7 +161,8 @@ class Store(abc.ABC):
         amount: object,
     ) -> BetReceipt:
         """Check window (by the store's clock), spot, limits and balance; debit; record; append
-        a bet_placed event, all in one atomic step. A bet_id the player used before returns
+        a bet_placed event, all in one atomic step. A bet_id the player used before at this
+        table returns
         the first receipt and debits nothing. Raises BetRejected with a code otherwise."""
 
     @abc.abstractmethod

@@ -58,7 +58,7 @@ class MemoryStore(Store):
         self._history_rounds = history_rounds
         self._tables: dict[str, _Table] = {}
         self._balances: dict[str, int] = {}
-        self._receipts: dict[tuple[str, str], BetReceipt] = {}
+        self._receipts: dict[tuple[str, str, str], BetReceipt] = {}
         self._issued = 0
         self._in_play = 0
         self._house = 0
@@ -111,7 +111,7 @@ class MemoryStore(Store):
         spot: object,
         amount: object,
     ) -> BetReceipt:
-        receipt = self._receipts.get((player, bet_id))
+        receipt = self._receipts.get((player, table_id, bet_id))
         if receipt is not None:
             return receipt  # the same bet_id again: the first answer, no second debit
         table = self._table(table_id)
@@ -128,7 +128,7 @@ class MemoryStore(Store):
         receipt = BetReceipt(
             table_id, table.state.round, bet_id, spot_.value, amount, balance - amount
         )
-        self._receipts[(player, bet_id)] = receipt
+        self._receipts[(player, table_id, bet_id)] = receipt
         self._append(
             table, [event(EventKind.BET_PLACED, player=player, spot=spot_.value, amount=amount)]
         )

@@ -77,19 +77,19 @@ class TableFeed:
         first = self.recent[0].event["seq"] if self.recent else self.last_seq + 1
         return first - 1 <= seq <= self.last_seq
 
-    def subscribe_after(self, sub: Subscriber, seq: int) -> bool:
-        """Send the cached events after `seq` and subscribe, atomically. False if the
-        cache does not reach back to `seq` (the caller reads the store first)."""
+    def subscribe_after(self, sub: Subscriber, seq: int) -> int | None:
+        """Send the cached events after `seq` and subscribe, atomically; return the last seq
+        sent. None if the cache does not reach back to `seq` (the caller reads the store)."""
         if seq > self.last_seq:
             self.waiting[sub] = seq  # this feed has not seen `seq` yet: join when it does
-            return True
+            return seq
         if not self.can_serve_after(seq):
-            return False
+            return None
         for cached in self.recent:
             if cached.event["seq"] > seq:
                 sub.push_frame(cached.frame(sub.encoding))
         self.subscribers[sub.encoding][sub.connection] = sub
-        return True
+        return self.last_seq
 
     def unsubscribe(self, sub: Subscriber) -> None:
         self.subscribers[sub.encoding].pop(sub.connection, None)

@@ -72,6 +72,10 @@ class Session:
         broadcast([self.ws], frame)
 
     def push(self, message: dict[str, Any]) -> None:
+        if self.over_buffer_limit():  # asks (pings, replays) but never reads: drop it too
+            self.ctx.hub.unsubscribe_everywhere(self)
+            self.drop_slow()
+            return
         self.push_frame(encode(message, self.encoding))
 
     def over_buffer_limit(self) -> bool:
@@ -82,7 +86,9 @@ class Session:
 
     def drop_slow(self) -> None:
         self.log.warning("slow_client_dropped")
-        self.ctx.hub.spawn(self.ws.close(1008, "too slow: send buffer full"))
+        # Not ws.close(): its closing handshake first waits for the send buffer to drain,
+        # which a stalled client never lets happen. Cut the connection; unsent data is dropped.
+        self.ws.transport.abort()
 
     # --- the connection's life ----------------------------------------------------------
     async def serve(self) -> None:
@@ -121,6 +127,8 @@ class Session:
             await self.ws.close(1003, str(error)[:120])
             return False
         ref = message.get("ref") if isinstance(message, dict) else None
+        if not isinstance(ref, str | int) or isinstance(ref, bool) or len(str(ref)) > 64:
+            ref = None  # echoed back only when it is a short id both encodings can carry
         try:
             await self._dispatch(parse_command(message))
         except ErrorReply as error:
@@ -129,7 +137,9 @@ class Session:
             self.push(error_message(ErrorCode.UNAVAILABLE, "storage is unavailable; retry", ref))
         except Exception:  # a bug must not take the connection, the table or the node down
             self.log.exception("command_failed")
-            self.push(error_message("INTERNAL", "the server could not handle this message", ref))
+            self.push(
+                error_message(ErrorCode.INTERNAL, "the server could not handle this message", ref)
+            )
         return True
 
     async def _dispatch(self, command: Command) -> None:
@@ -187,7 +197,11 @@ class Session:
         after = join.since
         if after is None:
             after = await self._send_snapshot(join.table, recovered=None)
-        while not feed.subscribe_after(self, after):
+        elif after > await self.ctx.store.last_seq(join.table):
+            # A seq this table never reached (e.g. from before a memory server restarted):
+            # nothing to catch up from, so start over from a fresh state.
+            after = await self._send_snapshot(join.table, recovered=False)
+        while (live_from := feed.subscribe_after(self, after)) is None:
             missed = await self.ctx.store.events_after(join.table, after)
             if missed is None:  # no longer held: start again from a fresh snapshot
                 after = await self._send_snapshot(join.table, recovered=False)
@@ -195,6 +209,9 @@ class Session:
             for event in missed:
                 self.push(event)
                 after = event["seq"]
+        # Sent right after the catch-up and before any live event: from here the table's
+        # events follow without a gap.
+        self.push({"type": "joined", "table": join.table, "seq": live_from})
 
     async def _send_snapshot(self, table_id: str, recovered: bool | None) -> int:
         snap = await self.ctx.store.snapshot(table_id, self.player)

@@ -37,7 +37,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_TABLE = "UNKNOWN_TABLE"
     NOT_HELD = "NOT_HELD"  # a round no longer kept for replay
     UNAVAILABLE = "UNAVAILABLE"  # the store cannot be reached; try again
-    RATE_LIMITED = "RATE_LIMITED"
+    INTERNAL = "INTERNAL"  # a bug on our side; the connection and the table carry on
 
 
 class ErrorReply(Exception):
@@ -130,7 +130,8 @@ def _parse_replay(m: dict[Any, Any]) -> Command:
 
 
 def _parse_ping(m: dict[Any, Any]) -> Command:
-    return Ping(m.get("ref"))
+    ref = m.get("ref")
+    return Ping(ref if isinstance(ref, str | int) and len(str(ref)) <= MAX_ID_LENGTH else None)
 
 
 _PARSERS: dict[str, Callable[[dict[Any, Any]], Command]] = {

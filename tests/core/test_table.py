@@ -307,7 +307,7 @@ def test_cut_card_ends_the_shoe_after_one_more_hand(tiny_logs: list[RoundLog]) -
             assert s.before.round_start + s.before.dealt == shoe.cut_index
             last = i + 1
         assert len(logs) == last + 1, "the shoe ends right after its last hand"
-        assert cut["last_hand"] == logs[last].opened.round
+        assert cut["last_round"] == logs[last].opened.round
         assert [log.opened.last_hand for log in logs] == [False] * last + [True]
     assert modes == {"before", "mid"}
 
@@ -492,5 +492,5 @@ def test_cut_card_announcement_holds_with_default_rules() -> None:
         shoe = log.opened.shoe_number
         last_round[shoe] = log.opened.round
         for ev in (e for s in log.steps for e in s.events if e["kind"] == "cut_card"):
-            announced[shoe] = ev["last_hand"]
+            announced[shoe] = ev["last_round"]
     assert announced == last_round

@@ -4,7 +4,8 @@
 --       7 round ('' if not a whole number), 8 spot ('' if unknown),
 --       9 amount ('' unless a positive int), 10 npairs, 11 the bet_placed payload pairs.
 -- Replies: {'OK', receipt} or a refusal with the values the caller needs to explain it.
-local receipt = redis.call('HGET', KEYS[5], ARGV[6])
+local receipt_field = ARGV[1] .. ':' .. ARGV[6] -- bet_ids are the player's, per table
+local receipt = redis.call('HGET', KEYS[5], receipt_field)
 if receipt then
   return {'OK', receipt} -- the same bet_id again: the first answer, no second debit
 end
@@ -40,7 +41,7 @@ redis.call('RPUSH', ARGV[2] .. 'bets:' .. st[2], cmsgpack.pack({bet_id, player, 
 redis.call('HINCRBY', stakes, field, ARGV[9])
 redis.call('ZADD', ARGV[2] .. 'betrounds', st[2], st[2])
 receipt = cmsgpack.pack({ARGV[1], tonumber(st[2]), bet_id, spot, amount, after})
-redis.call('HSET', KEYS[5], bet_id, receipt)
+redis.call('HSET', KEYS[5], receipt_field, receipt)
 local t = table_context(ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4])
 t.round, t.ts = st[2], ts
 append_event(t, tonumber(ARGV[10]), ARGV[11])

@@ -1,0 +1,561 @@
+"""Capture real protocol messages for docs/protocol.md.
+
+Starts server nodes in-process (the memory engine, fast test timings), drives WebSocket
+clients through every client message, every server message, every error and bet-rejection
+code and every close code, and prints what goes over the wire:
+
+    -> {...}      a message this script sent
+    <- {...}      a message the server sent (msgpack frames are shown decoded)
+    ## ...        a section header
+    .. ...        a note (close codes, HTTP answers, frame bytes)
+
+Run from the repository root:  .venv/bin/python tools/capture_examples.py
+
+A few answers need a failing store (UNAVAILABLE, INTERNAL, close 1011) or a forced void
+(round_voided): the script swaps one store method for a failing one, or commits a void through
+the store with the owner's fencing token; everything the client sees is still produced by the
+unchanged server code. Nothing here changes the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from server.app import Node, configure_logging
+from server.config import Settings
+from server.core.table import void_round
+from server.store.base import StoreUnavailable
+
+JSON = "baccarat.v1.json"
+MSGPACK = "baccarat.v1.msgpack"
+TIMEOUT = 15.0
+# Seeds the main table's shuffle so the examples are stable: with 24 the second round is a
+# Banker win with a Player pair (bets never influence the cards; only the seed does).
+SEED = 24
+
+MAIN = Settings(
+    port=0,
+    tables="classic8",
+    betting_window=0.5,
+    deal_interval=0.02,
+    close_pause=0.02,
+    result_pause=0.02,
+    next_round_pause=0.05,
+)
+
+
+def show(prefix: str, data: object) -> None:
+    print(prefix, json.dumps(data, ensure_ascii=False), flush=True)
+
+
+def section(title: str) -> None:
+    print(f"\n## {title}", flush=True)
+
+
+def note(text: str) -> None:
+    print(f".. {text}", flush=True)
+
+
+Match = Callable[[dict[str, Any]], bool]
+
+
+def is_type(kind: str) -> Match:
+    return lambda m: m.get("type") == kind
+
+
+def is_event(kind: str, round_no: int | None = None) -> Match:
+    return lambda m: (
+        m.get("type") == "event"
+        and m.get("kind") == kind
+        and (round_no is None or m.get("round") == round_no)
+    )
+
+
+class Client:
+    """A plain websockets client that prints every message it sends and receives."""
+
+    def __init__(self, ws: ClientConnection, name: str, quiet: bool = False) -> None:
+        self.ws = ws
+        self.name = name
+        self.quiet = quiet
+        self.last_seq = 0
+
+    @classmethod
+    async def open(
+        cls, port: int, name: str, subprotocols: list[str] | None = None, quiet: bool = False
+    ) -> Client:
+        ws = await connect(
+            f"ws://127.0.0.1:{port}/ws",
+            subprotocols=subprotocols,  # type: ignore[arg-type]
+            compression=None,
+        )
+        note(f"{name}: connected, subprotocol={ws.subprotocol!r}")
+        return cls(ws, name, quiet)
+
+    async def send(self, message: object, binary: bool = False) -> None:
+        show(f"-> [{self.name}]", message)
+        if binary:
+            await self.ws.send(msgpack.packb(message, use_bin_type=True))
+        else:
+            await self.ws.send(json.dumps(message))
+
+    async def recv(self) -> dict[str, Any]:
+        async with asyncio.timeout(TIMEOUT):
+            frame = await self.ws.recv()
+        message = json.loads(frame) if isinstance(frame, str) else msgpack.unpackb(frame)
+        if isinstance(message, dict) and message.get("type") == "event":
+            self.last_seq = message["seq"]
+        if not self.quiet:
+            show(f"<- [{self.name}]", message)
+        return message  # type: ignore[no-any-return]
+
+    async def until(self, match: Match, show_skipped: bool = True) -> dict[str, Any]:
+        """Read until a message matches; skipped messages are printed unless told not to."""
+        quiet = self.quiet
+        while True:
+            self.quiet = quiet or not show_skipped
+            try:
+                message = await self.recv()
+            finally:
+                self.quiet = quiet
+            if match(message):
+                if not show_skipped and not quiet:
+                    show(f"<- [{self.name}]", message)
+                return message
+
+    async def closed(self) -> None:
+        """Wait for the server to close the connection and say how."""
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                while True:
+                    await self.ws.recv()
+        except ConnectionClosed:
+            pass
+        code, reason = self.ws.close_code, self.ws.close_reason
+        note(f"{self.name}: closed by server: code={code} reason={reason!r}")
+
+    async def close(self) -> None:
+        await self.ws.close()
+
+
+@contextlib.contextmanager
+def failing(store: object, method: str, replacement: Callable[..., Any]) -> Iterator[None]:
+    """Replace one method of the store object for the duration of the block."""
+    setattr(store, method, replacement)
+    try:
+        yield
+    finally:
+        delattr(store, method)  # the class's own method shows through again
+
+
+async def http_get(port: int, path: str) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    await writer.drain()
+    raw = await reader.read()
+    writer.close()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    note(f"GET {path} -> {lines[0]}")
+    for line in lines[1:]:
+        note(f"   {line}")
+    note(f"   body: {body.decode(errors='replace')!r}")
+
+
+async def capture_main() -> None:
+    node = Node(MAIN)
+    node.loops[0].rng = random.Random(SEED)
+    async with node:
+        port = node.port
+        table = "classic8"
+
+        section("welcome (JSON connection)")
+        c1 = await Client.open(port, "c1", [JSON])
+        await c1.recv()
+
+        section("ping / pong")
+        await c1.send({"type": "ping", "ref": "p1"})
+        await c1.recv()
+        await c1.send({"type": "ping"})
+        await c1.recv()
+
+        section("error replies")
+        await c1.send([1, 2])
+        await c1.recv()
+        await c1.send({"type": "hello", "ref": 1})
+        await c1.recv()
+        await c1.send({"type": "join", "ref": 2})
+        await c1.recv()
+        await c1.send({"type": "join", "table": table, "since": -1})
+        await c1.recv()
+        await c1.send({"type": "join", "table": table, "since": "5"})
+        await c1.recv()
+        await c1.send({"type": "join", "table": "x" * 65})
+        await c1.recv()
+        await c1.send({"type": "join", "table": "nope", "ref": "j1"})
+        await c1.recv()
+        await c1.send({"type": "leave", "table": "nope"})
+        await c1.recv()
+        await c1.send({"type": "replay", "table": table, "round": 999_999, "ref": "r1"})
+        await c1.recv()
+        await c1.send({"type": "bet", "table": table, "round": 1, "spot": "player"})
+        await c1.recv()
+        await c1.send(
+            {
+                "type": "bet",
+                "table": table,
+                "round": 1,
+                "bet_id": 7,
+                "spot": "player",
+                "amount": 100,
+            }
+        )
+        await c1.recv()
+
+        section("bet on an unknown table")
+        await c1.send(
+            {
+                "type": "bet",
+                "table": "nope",
+                "round": 1,
+                "bet_id": "x-1",
+                "spot": "player",
+                "amount": 100,
+            }
+        )
+        await c1.recv()
+
+        section("join (no since): snapshot, then live events")
+        await c1.send({"type": "join", "table": table})
+        await c1.until(is_type("snapshot"))
+
+        section("a round: bets while it is open, rejections, events to settlement")
+        opened = await c1.until(is_event("round_opened"))
+        r = opened["round"]
+
+        def bet(bet_id: str, spot: object, amount: object, round_no: object = r) -> dict[str, Any]:
+            return {
+                "type": "bet",
+                "table": table,
+                "round": round_no,
+                "bet_id": bet_id,
+                "spot": spot,
+                "amount": amount,
+            }
+
+        bets = [
+            bet("b-1", "banker", 1000),
+            bet("b-2", "tie", 100),
+            bet("b-3", "player_pair", 100),
+            bet("b-1", "banker", 1000),  # the same bet_id again: same answer, no second debit
+            bet("w-1", "player", 100, r + 1),
+            bet("s-1", "dragon", 100),
+            bet("a-1", "player", 10.5),
+            bet("a-2", "player", -5),
+            bet("l-1", "tie", 50),  # 100 already on tie: 150 in all meets the minimum
+            bet("l-0", "banker_pair", 50),
+            bet("l-2", "player", 600_000),
+        ]
+        for message in bets:  # all at once: the window is short; answers keep this order
+            await c1.send(message)
+        answers = 0
+        while answers < len(bets):
+            message = await c1.recv()
+            if message["type"] in ("bet_accepted", "bet_rejected"):
+                answers += 1
+        # joining again re-sends a snapshot: it lists this player's bets in the round
+        await c1.send({"type": "join", "table": table})
+        await c1.until(is_type("snapshot"))
+        await c1.until(is_event("betting_closed", r))
+        await c1.send(bet("c-1", "player", 100))
+        await c1.until(is_type("bet_rejected"))
+        await c1.until(is_type("settlement"))
+
+        section("replay of the round just played")
+        await c1.send({"type": "replay", "table": table, "round": r})
+        await c1.until(is_type("replay"), show_skipped=False)
+
+        section("replay of round 1 (shoe_shuffled and burn open the shoe)")
+        await c1.send({"type": "replay", "table": table, "round": 1})
+        await c1.until(is_type("replay"), show_skipped=False)
+
+        section("leave")
+        await c1.send({"type": "leave", "table": table})
+        await c1.until(is_type("left"), show_skipped=False)
+        seen = c1.last_seq
+        note(f"c1 last seq seen: {seen}")
+
+        section("reconnect with since = last seq seen: the missed events, no snapshot")
+        c3 = await Client.open(port, "c3", [JSON])
+        await c3.recv()
+        await asyncio.sleep(0.3)  # let a few events happen while "disconnected"
+        await c3.send({"type": "join", "table": table, "since": seen})
+        for _ in range(3):
+            await c3.recv()
+        await c3.close()
+
+        section("INSUFFICIENT_FUNDS")
+        c2 = await Client.open(port, "c2", [JSON], quiet=True)
+        await c2.recv()
+        await c2.send({"type": "join", "table": table})
+        opened = await c2.until(is_event("round_opened"))
+        r2 = opened["round"]
+        c2.quiet = False
+        for bet_id, spot, amount in (
+            ("f-1", "player", 500_000),
+            ("f-2", "banker", 500_000),
+            ("f-3", "tie", 100),
+        ):
+            await c2.send(
+                {
+                    "type": "bet",
+                    "table": table,
+                    "round": r2,
+                    "bet_id": bet_id,
+                    "spot": spot,
+                    "amount": amount,
+                }
+            )
+        await c2.until(lambda m: m.get("bet_id") == "f-3")
+
+        section("snapshot of a round being dealt (join with no since)")
+        await c2.until(lambda m: m.get("kind") == "card" and m.get("index") == 2)
+        c11 = await Client.open(port, "c11", [JSON], quiet=True)
+        await c11.recv()
+        c11.quiet = False
+        await c11.send({"type": "join", "table": table})
+        await c11.until(is_type("snapshot"), show_skipped=False)
+        await c11.close()
+        await c2.close()
+
+        section("round_voided (forced through the store, as the loop does when a shoe fails)")
+        c4 = await Client.open(port, "c4", [JSON], quiet=True)
+        await c4.recv()
+        await c4.send({"type": "join", "table": table})
+        opened = await c4.until(is_event("round_opened"))
+        r4 = opened["round"]
+        c4.quiet = False
+        await c4.send(
+            {
+                "type": "bet",
+                "table": table,
+                "round": r4,
+                "bet_id": "v-1",
+                "spot": "player",
+                "amount": "2500",
+            }
+        )
+        await c4.until(is_type("bet_rejected"))
+        # a rejected bet_id is not remembered: the same id may be used again
+        await c4.send(
+            {
+                "type": "bet",
+                "table": table,
+                "round": r4,
+                "bet_id": "v-1",
+                "spot": "player",
+                "amount": 2500,
+            }
+        )
+        await c4.until(is_type("bet_accepted"))
+        loop = node.loops[0]
+        state = await node.store.load_state(table)
+        assert state is not None and loop.token is not None
+        transition, refunds = void_round(
+            state, await node.store.round_bets(table, r4), "the shoe cannot finish this coup"
+        )
+        await node.store.commit(
+            table, loop.token, state.version, transition.state, transition.events, refunds
+        )
+        await c4.until(is_type("settlement"))
+        await c4.until(is_event("round_opened"))
+        await c4.close()
+
+        section("store outage: UNAVAILABLE, INTERNAL, close 1011")
+        c5 = await Client.open(port, "c5", [JSON])
+        await c5.recv()
+        store = node.store
+
+        async def down(*args: object, **kwargs: object) -> Any:
+            raise StoreUnavailable("connection refused")
+
+        async def broken(*args: object, **kwargs: object) -> Any:
+            raise RuntimeError("a bug")
+
+        with failing(store, "place_bet", down):
+            bet_u1 = {
+                "type": "bet",
+                "table": table,
+                "round": 1,
+                "bet_id": "u-1",
+                "spot": "player",
+                "amount": 100,
+            }
+            await c5.send(bet_u1)
+            await c5.recv()
+        with failing(store, "now_ms", down):
+            await c5.send({"type": "ping", "ref": 9})
+            await c5.recv()
+        with failing(store, "round_events", broken):
+            await c5.send({"type": "replay", "table": table, "round": 1, "ref": "r2"})
+            await c5.recv()
+        await c5.close()
+        with failing(store, "ensure_player", down):
+            c6 = await Client.open(port, "c6", [JSON])
+            await c6.closed()
+
+        section("msgpack: the default when no subprotocol is asked for")
+        m1 = await Client.open(port, "m1", None)
+        frame = await m1.ws.recv()
+        assert isinstance(frame, bytes)
+        note(f"m1: welcome is a binary frame of {len(frame)} bytes, starting {frame[:24].hex(' ')}")
+        show("<- [m1]", msgpack.unpackb(frame))
+        await m1.send({"type": "ping", "ref": "text-on-msgpack"})  # a JSON text frame
+        frame = await m1.ws.recv()
+        assert isinstance(frame, bytes)
+        note(f"m1: answer is {type(frame).__name__}: {frame.hex(' ')}")
+        show("<- [m1]", msgpack.unpackb(frame))
+        await m1.send({"type": "ping", "ref": "binary"}, binary=True)  # a msgpack frame
+        try:
+            async with asyncio.timeout(3):
+                frame = await m1.ws.recv()
+            show("<- [m1]", msgpack.unpackb(frame))
+            await m1.close()
+        except ConnectionClosed:
+            await m1.closed()
+
+        section("msgpack explicitly, and JSON preferred by order")
+        m2 = await Client.open(port, "m2", [MSGPACK])
+        await m2.recv()
+        await m2.close()
+        m3 = await Client.open(port, "m3", [JSON, MSGPACK])
+        await m3.recv()
+        await m3.close()
+        m4 = await Client.open(port, "m4", ["chat"])
+        await m4.close()
+
+        section("close 1003: an undecodable frame")
+        c7 = await Client.open(port, "c7", [JSON], quiet=True)
+        await c7.recv()
+        note("-> [c7] text frame '{not json'")
+        await c7.ws.send("{not json")
+        await c7.closed()
+        c8 = await Client.open(port, "c8", [JSON], quiet=True)
+        await c8.recv()
+        note("-> [c8] binary frame c1 (not msgpack)")
+        await c8.ws.send(b"\xc1")
+        await c8.closed()
+
+        section("close 1009: a frame over max_frame_bytes")
+        c9 = await Client.open(port, "c9", [JSON], quiet=True)
+        await c9.recv()
+        note("-> [c9] a 20000-byte text frame")
+        await c9.ws.send(json.dumps({"type": "ping", "ref": "x" * 20_000}))
+        await c9.closed()
+
+        section("HTTP endpoints")
+        await http_get(port, "/healthz")
+        await http_get(port, "/status")
+        await http_get(port, "/")
+        await http_get(port, "/nothing-here.js")
+        await http_get(port, "/ws")
+
+        section("close 1001: the node shuts down")
+        c10 = await Client.open(port, "c10", [JSON], quiet=True)
+        await c10.recv()
+        stopping = asyncio.create_task(node.stop())
+        await c10.closed()
+        await stopping
+        node.server = None  # already stopped: __aexit__ must not stop it twice
+        node.stop = _noop  # type: ignore[method-assign]
+
+
+async def _noop() -> None:
+    await asyncio.sleep(0)
+
+
+async def capture_shoe_end() -> None:
+    """A four-deck table with near-zero pauses plays a whole shoe in seconds."""
+    settings = Settings(
+        port=0,
+        tables="short=fourdeck",
+        betting_window=0.01,
+        deal_interval=0.0,
+        close_pause=0.0,
+        result_pause=0.0,
+        next_round_pause=0.0,
+        history_events=40,
+    )
+    async with Node(settings) as node:
+        section("cut_card and the next shoe (tables=short=fourdeck, zero pauses)")
+        c = await Client.open(node.port, "s1", [JSON], quiet=True)
+        await c.recv()
+        await c.send({"type": "join", "table": "short"})
+        await c.until(is_type("snapshot"))
+        this_round: list[dict[str, Any]] = []
+        while True:  # keep the current round's events; print them when the cut card shows
+            message = await c.recv()
+            if this_round and message["round"] != this_round[-1]["round"]:
+                this_round = []
+            this_round.append(message)
+            if message.get("kind") == "cut_card":
+                break
+        for message in this_round:
+            show("<- [s1]", message)
+        c.quiet = False
+        await c.until(is_event("shoe_shuffled"))
+        await c.until(is_event("round_opened"))
+        await c.close()
+
+        section("reconnect with a since no longer held: snapshot with recovered false")
+        s2 = await Client.open(node.port, "s2", [JSON], quiet=True)
+        await s2.recv()
+        s2.quiet = False
+        await s2.send({"type": "join", "table": "short", "since": 1})
+        await s2.until(is_type("snapshot"))
+        await s2.close()
+
+
+async def capture_slow_client() -> None:
+    """max_buffer_bytes=-1 makes every connection count as too slow at the first event."""
+    settings = Settings(
+        port=0,
+        tables="classic8",
+        betting_window=0.2,
+        max_buffer_bytes=-1,
+        deal_interval=0.02,
+        close_pause=0.02,
+        result_pause=0.02,
+        next_round_pause=0.05,
+    )
+    async with Node(settings) as node:
+        section("a client too far behind is cut off (max_buffer_bytes=-1 forces it)")
+        c = await Client.open(node.port, "d1", [JSON], quiet=True)
+        await c.recv()
+        await c.send({"type": "join", "table": "classic8"})
+        await c.closed()
+
+
+async def main() -> None:
+    configure_logging("console", "critical")
+    await capture_main()
+    await capture_shoe_end()
+    await capture_slow_client()
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main())
