@@ -21,9 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.redis_server import start_redis
-
 from tests.multinode.nodes import Client, NodeProcess
+from tests.redis_server import start_redis
 
 
 async def collect(client: Client, arrivals: dict[int, float], rounds: int) -> None:

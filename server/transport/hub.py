@@ -91,6 +91,9 @@ class TableFeed:
         self.subscribers[sub.encoding][sub.connection] = sub
         return self.last_seq
 
+    def is_subscribed(self, sub: Subscriber) -> bool:
+        return sub.connection in self.subscribers[sub.encoding] or sub in self.waiting
+
     def unsubscribe(self, sub: Subscriber) -> None:
         self.subscribers[sub.encoding].pop(sub.connection, None)
         self.waiting.pop(sub, None)

@@ -20,7 +20,7 @@ from server.core.errors import BetRejected, RejectCode
 from server.core.roads import build_roads
 from server.core.rules import TableRules
 from server.store.base import Settlement, Store, StoreUnavailable
-from server.transport.hub import Hub
+from server.transport.hub import Hub, TableFeed
 from server.wire.codec import Encoding, Frame, Undecodable, decode, encode
 from server.wire.messages import (
     Bet,
@@ -129,6 +129,8 @@ class Session:
         ref = message.get("ref") if isinstance(message, dict) else None
         if not isinstance(ref, str | int) or isinstance(ref, bool) or len(str(ref)) > 64:
             ref = None  # echoed back only when it is a short id both encodings can carry
+        elif isinstance(ref, int) and not -(2**63) <= ref < 2**64:
+            ref = None  # a JSON integer msgpack cannot carry
         try:
             await self._dispatch(parse_command(message))
         except ErrorReply as error:
@@ -192,8 +194,18 @@ class Session:
     async def _join(self, join: Join) -> None:
         self._known_table(join.table)
         feed = await self.ctx.hub.feed(join.table)
+        was_live = feed.is_subscribed(self)
+        resume = feed.last_seq  # everything up to here was already sent to a live subscriber
         feed.unsubscribe(self)
+        try:
+            await self._catch_up(join, feed)
+        except (StoreUnavailable, ErrorReply):
+            if was_live:  # a failed re-join leaves the earlier subscription as it was
+                feed.subscribe_after(self, resume)
+            raise
         self.joined.add(join.table)
+
+    async def _catch_up(self, join: Join, feed: TableFeed) -> None:
         after = join.since
         if after is None:
             after = await self._send_snapshot(join.table, recovered=None)

@@ -53,6 +53,7 @@ class NodeProcess:
         self.port = 0
         self.log: list[str] = []
         self._drain: asyncio.Task[None] | None = None
+        self._new_line = asyncio.Condition()
 
     async def start(self) -> NodeProcess:
         self.proc = await asyncio.create_subprocess_exec(
@@ -73,7 +74,15 @@ class NodeProcess:
     async def _keep_draining(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
         while line := await self.proc.stderr.readline():
-            self.log.append(line.decode())
+            async with self._new_line:
+                self.log.append(line.decode())
+                self._new_line.notify_all()
+
+    async def wait_for_log(self, text: str, wait: float = 10, start: int = 0) -> str:
+        """The first log line from index `start` on that contains `text`, waiting for it."""
+        async with asyncio.timeout(wait * SCALE), self._new_line:
+            await self._new_line.wait_for(lambda: any(text in s for s in self.log[start:]))
+        return next(s for s in self.log[start:] if text in s)
 
     @property
     def url(self) -> str:

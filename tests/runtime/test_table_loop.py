@@ -1,0 +1,276 @@
+"""The table loop on a manual clock: pacing, settlement, lease takeover and fencing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import itertools
+import random
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import structlog
+import structlog.testing
+
+from server.core.bets import Spot, settle_bets
+from server.core.cards import Card, Suit
+from server.core.rules import rules_preset
+from server.core.table import Phase, TableState, close_betting, coup_of
+from server.runtime.clock import ManualClock
+from server.runtime.table_loop import TableLoop, Timings
+from server.store.base import Event, StaleWrite
+from server.store.memory import MemoryStore
+
+TABLE = "t1"
+RULES = rules_preset("classic8")
+TIMINGS = Timings(
+    betting_window=10.0,
+    deal_interval=1.0,
+    close_pause=2.0,
+    result_pause=3.0,
+    next_round_pause=4.0,
+    lease_ttl=3.0,
+    retry=0.5,
+)
+START_BALANCE = 1_000_000
+
+
+async def _store(clock: ManualClock) -> MemoryStore:
+    store = MemoryStore(clock.now_ms)
+    await store.create_table(TABLE, RULES)
+    return store
+
+
+def _loop(store: MemoryStore, clock: ManualClock, node: str, seed: int = 7) -> TableLoop:
+    return TableLoop(store, TABLE, RULES, node, clock, TIMINGS, rng=random.Random(seed))
+
+
+@contextlib.asynccontextmanager
+async def _running(loop: TableLoop) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(loop.run())
+    await _settle()  # let it take the lease and open its first round
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def _state(store: MemoryStore) -> TableState:
+    state = await store.load_state(TABLE)
+    assert state is not None
+    return state
+
+
+async def _events(store: MemoryStore) -> list[Event]:
+    events = await store.events_after(TABLE, 0, limit=100_000)
+    assert events is not None
+    return events
+
+
+async def _advance_until(
+    clock: ManualClock,
+    store: MemoryStore,
+    done: Callable[[TableState], bool],
+    step: float = 0.25,
+    limit: float = 600.0,
+) -> TableState:
+    """Move the manual clock in small steps until the committed state satisfies `done`."""
+    for _ in range(round(limit / step)):
+        state = await _state(store)
+        if done(state):
+            return state
+        await clock.advance(step)
+    raise AssertionError(f"state never reached the condition; at {await _state(store)}")
+
+
+async def _settle() -> None:
+    """Let every task run until it waits on the manual clock again (no time passes)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def _card(ev: Event) -> Card:
+    return Card(ev["rank"], Suit(ev["suit"]))
+
+
+async def test_rounds_advance_only_with_the_clock() -> None:
+    """Nothing happens while time stands still; a window closes exactly when it elapses."""
+    clock = ManualClock()
+    store = await _store(clock)
+    async with _running(_loop(store, clock, "a")):
+        opened = await _state(store)
+        assert opened.phase is Phase.BETTING and opened.round == 1
+        assert opened.closes_at_ms == clock.now_ms() + 10_000
+        await _settle()  # the loop only ever waits on the clock: no progress without it
+        assert await _state(store) == opened
+        await clock.advance(9.999)
+        assert (await _state(store)).phase is Phase.BETTING
+        await clock.advance(0.001)
+        closed = await _state(store)
+        assert closed.phase is Phase.DEALING and closed.dealt == 0
+        assert clock.now_ms() == opened.closes_at_ms
+
+
+async def test_phases_are_paced_by_the_timings() -> None:
+    """Over several rounds: window, close pause, deal interval, result and next-round pauses."""
+    clock = ManualClock()
+    store = await _store(clock)
+    async with _running(_loop(store, clock, "a")):
+        await _advance_until(clock, store, lambda s: s.round == 4)
+    events = await _events(store)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    for round_no in (1, 2, 3):
+        mine = [e for e in events if e["round"] == round_no]
+        ts = {e["kind"]: e["ts"] for e in mine if e["kind"] != "card"}
+        cards = [e for e in mine if e["kind"] == "card"]
+        assert ts["betting_closed"] - ts["round_opened"] == 10_000
+        assert cards[0]["ts"] - ts["betting_closed"] == 2_000
+        gaps = [b["ts"] - a["ts"] for a, b in itertools.pairwise(cards)]
+        assert gaps == [1_000] * (len(cards) - 1)
+        assert [c["index"] for c in cards] == list(range(len(cards)))
+        assert 4 <= len(cards) <= 6
+        assert ts["round_result"] == cards[-1]["ts"]
+        assert ts["round_settled"] - cards[-1]["ts"] == 3_000
+        next_open = next(
+            e for e in events if e["round"] == round_no + 1 and e["kind"] == "round_opened"
+        )
+        assert next_open["ts"] - ts["round_settled"] == 4_000
+
+
+async def test_settlement_credits_the_cores_payouts() -> None:
+    """Balances after settlement equal settle_bets on the round's coup; money is conserved."""
+    clock = ManualClock()
+    store = await _store(clock)
+    stakes = {
+        "alice": [("a1", Spot.PLAYER, 10_000), ("a2", Spot.PLAYER_PAIR, 500)],
+        "bob": [("b1", Spot.BANKER, 7_300), ("b2", Spot.TIE, 1_000), ("b3", Spot.BANKER_PAIR, 200)],
+    }
+    async with _running(_loop(store, clock, "a")):
+        state = await _state(store)
+        for player, bets in stakes.items():
+            await store.ensure_player(player, START_BALANCE)
+            for bet_id, spot, amount in bets:
+                await store.place_bet(TABLE, player, state.round, bet_id, spot.value, amount)
+        bets = await store.round_bets(TABLE, state.round)
+        settled = await _advance_until(clock, store, lambda s: s.phase is Phase.SETTLED)
+    assert settled.round == state.round
+    payouts = settle_bets(RULES.paytable, bets, coup_of(settled))
+    for player, placed in stakes.items():
+        mine = [p for p in payouts if p.player == player]
+        staked = sum(amount for _, _, amount in placed)
+        assert await store.balance(player) == START_BALANCE - staked + sum(p.credit for p in mine)
+        settlement = await store.settlement(TABLE, state.round, player)
+        assert settlement is not None
+        assert settlement.payouts == [p.to_dict() for p in mine]
+    settled_events = [e for e in await _events(store) if e["kind"] == "round_settled"]
+    assert [e["paid"] for e in settled_events] == [sum(p.credit for p in payouts)]
+    assert (await store.ledger()).balanced
+
+
+async def test_second_node_waits_while_the_first_holds_the_lease() -> None:
+    """A live owner keeps the table: the other node never owns it nor writes to it."""
+    clock = ManualClock()
+    store = await _store(clock)
+    first, second = _loop(store, clock, "a"), _loop(store, clock, "b")
+    async with _running(first), _running(second):
+        await _advance_until(clock, store, lambda s: s.round == 3)
+        assert first.owning and not second.owning
+        lease = await store.lease(TABLE)
+        assert lease is not None and lease.node == "a" and lease.token == first.token
+
+
+async def test_takeover_resumes_the_same_round_from_the_same_shoe_position() -> None:
+    """A crashed owner's round is finished by the next node: same cards, no gap, one settle."""
+    clock = ManualClock()
+    store = await _store(clock)
+    first, second = _loop(store, clock, "a", seed=1), _loop(store, clock, "b", seed=2)
+    first_task = asyncio.create_task(first.run())
+    await _settle()  # the first node takes the table before the second one looks
+    await store.ensure_player("carol", START_BALANCE)
+    await store.place_bet(TABLE, "carol", 1, "c1", "banker", 5_000)
+    bets = await store.round_bets(TABLE, 1)
+    async with _running(second):
+        mid = await _advance_until(
+            clock, store, lambda s: s.phase is Phase.DEALING and s.dealt >= 2
+        )
+        first_token = first.token
+        first_task.cancel()  # a crash: the lease is not released
+        with contextlib.suppress(asyncio.CancelledError):
+            await first_task
+        assert mid.shoe is not None
+        round_no, round_start, dealt = mid.round, mid.round_start, mid.dealt
+        # Until the lease expires nothing happens: the dead owner still holds it.
+        await clock.advance(TIMINGS.lease_ttl / 2)
+        assert await _state(store) == mid and not second.owning
+        settled = await _advance_until(
+            clock, store, lambda s: s.round == round_no and s.phase is Phase.SETTLED
+        )
+        assert second.owning and second.token != first_token
+    events = await _events(store)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    cards = [e for e in events if e["round"] == round_no and e["kind"] == "card"]
+    assert [c["index"] for c in cards] == list(range(len(cards)))  # none twice, none skipped
+    assert [_card(c) for c in cards] == mid.shoe.cards[round_start : round_start + len(cards)]
+    assert len(cards) == coup_of(settled).cards_used > dealt
+    assert [e["kind"] for e in events if e["round"] == round_no].count("round_settled") == 1
+    assert settled.shoe is not None
+    assert settled.shoe.position == round_start + len(cards)
+    # The bet placed under the first owner is paid once, by the second, as the core says.
+    (payout,) = settle_bets(RULES.paytable, bets, coup_of(settled))
+    assert round_no == 1
+    assert await store.balance("carol") == START_BALANCE - 5_000 + payout.credit
+    assert (await store.ledger()).balanced
+
+
+async def test_release_hands_the_table_over_at_once() -> None:
+    """After release() another node owns the table on its next try, without waiting the TTL."""
+    clock = ManualClock()
+    store = await _store(clock)
+    first, second = _loop(store, clock, "a"), _loop(store, clock, "b")
+    first_task = asyncio.create_task(first.run())
+    await _settle()  # the first node takes the table before the second one looks
+    async with _running(second):
+        await clock.advance(1.0)
+        assert first.owning
+        first_task.cancel()  # a graceful stop: cancel the loop, then give the lease up
+        with contextlib.suppress(asyncio.CancelledError):
+            await first_task
+        await first.release()
+        assert await store.lease(TABLE) is None
+        await clock.advance(TIMINGS.retry)  # the other node's next look at the lease
+        assert second.owning
+        lease = await store.lease(TABLE)
+        assert lease is not None and lease.node == "b"
+
+
+async def test_stale_owner_cannot_commit_and_steps_down() -> None:
+    """Once its fencing token is replaced, a loop's commit raises StaleWrite and it stops."""
+    clock = ManualClock()
+    store = await _store(clock)
+    # A long lease: no renewal falls inside the window, so the close is the first write.
+    timings = dataclasses.replace(TIMINGS, lease_ttl=300.0)
+    with structlog.testing.capture_logs() as logs:
+        loop = TableLoop(store, TABLE, RULES, "a", clock, timings, rng=random.Random(3))
+        async with _running(loop):
+            opened = await _state(store)
+            old_token = loop.token
+            assert old_token is not None
+            # Another node gets the table (as after a partition): a new fencing token.
+            await store.release_lease(TABLE, "a", old_token)
+            usurper = await store.acquire_lease(TABLE, "b", 600_000)
+            assert usurper is not None and usurper.token != old_token
+            with pytest.raises(StaleWrite):
+                await store.commit(
+                    TABLE, old_token, opened.version, close_betting(opened).state, []
+                )
+            await clock.advance(TIMINGS.betting_window)  # its own close falls due now
+            assert not loop.owning
+            await clock.advance(TIMINGS.betting_window)  # and it does not take the table back
+            assert not loop.owning
+            assert await _state(store) == opened  # nothing committed by the stale owner
+            assert [e["kind"] for e in await _events(store)][-1] == "round_opened"
+    lost = [entry for entry in logs if entry["event"] == "lease_lost"]
+    assert len(lost) == 1 and "fencing token" in lost[0]["reason"]

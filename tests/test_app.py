@@ -1,0 +1,258 @@
+"""The composition root: `baccarat serve` as a process, table specs, settings from the env."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.typing import Subprotocol
+
+from server.app import Node, parse_tables
+from server.config import Settings, add_serve_arguments
+from server.core.rules import PRESETS, rules_preset
+from server.runtime.clock import SystemClock
+from server.store.base import Event
+from server.store.memory import MemoryStore
+
+BACCARAT = Path(sys.executable).parent / "baccarat"
+SCALE = float(os.environ.get("TEST_TIMEOUT_SCALE", "1"))
+SERVING = re.compile(r"baccarat: serving on ws://127\.0\.0\.1:(\d+)/ws")
+
+
+# --- baccarat serve ---------------------------------------------------------------------------
+
+
+async def _serving_port(stderr: asyncio.StreamReader, lines: list[str]) -> int:
+    while True:
+        line = (await stderr.readline()).decode()
+        assert line, "the server exited before serving:\n" + "".join(lines)
+        lines.append(line)
+        match = SERVING.search(line)
+        if match:
+            return int(match.group(1))
+
+
+async def test_serve_plays_and_stops_cleanly_on_sigterm() -> None:
+    """`baccarat serve --port 0` prints its port, deals to a client, and exits 0 on SIGTERM."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BACCARAT_")}
+    proc = await asyncio.create_subprocess_exec(
+        str(BACCARAT),
+        "serve",
+        "--port",
+        "0",
+        "--tables",
+        "t1=classic8",
+        "--betting-window",
+        "0.2",
+        "--deal-interval",
+        "0.01",
+        "--close-pause",
+        "0.01",
+        "--result-pause",
+        "0.01",
+        "--next-round-pause",
+        "0.02",
+        "--log-format",
+        "json",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        port = await asyncio.wait_for(_serving_port(proc.stderr, lines), 15 * SCALE)
+        uri = f"ws://127.0.0.1:{port}/ws"
+        async with connect(uri, subprotocols=[Subprotocol("baccarat.v1.json")]) as ws:
+            async with asyncio.timeout(5 * SCALE):
+                welcome = json.loads(await ws.recv())
+                assert welcome["type"] == "welcome"
+                assert [t["id"] for t in welcome["tables"]] == ["t1"]
+                await ws.send(json.dumps({"type": "join", "table": "t1"}))
+                while True:
+                    message = json.loads(await ws.recv())
+                    if message["type"] == "event" and message["kind"] == "round_opened":
+                        break
+            proc.send_signal(signal.SIGTERM)
+            rest = await asyncio.wait_for(proc.stderr.read(), 5 * SCALE)
+            code = await asyncio.wait_for(proc.wait(), 5 * SCALE)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    log = "".join(lines) + rest.decode()
+    assert code == 0, log
+    events = [json.loads(line)["event"] for line in log.splitlines() if line.startswith("{")]
+    assert "listening" in events and events[-1] == "stopped"
+
+
+# --- Node -------------------------------------------------------------------------------------
+
+
+async def _next_event(store: MemoryStore, after: int) -> Event:
+    events = store.follow("t1", after)
+    async with contextlib.aclosing(events):  # type: ignore[type-var]
+        async for event in events:
+            return event
+    raise AssertionError("follow() ended")
+
+
+async def test_a_stopping_node_hands_its_tables_over_at_once() -> None:
+    """Node.stop releases its leases: another node takes the table without waiting the TTL."""
+    store = MemoryStore(SystemClock().now_ms)
+    common = {
+        "port": 0,
+        "tables": "t1=classic8",
+        "betting_window": 0.2,
+        "deal_interval": 0.01,
+        "close_pause": 0.01,
+        "result_pause": 0.01,
+        "next_round_pause": 0.02,
+        "lease_ttl": 60.0,  # a lease left behind would keep the table for a minute
+        "static_dir": "/nonexistent/baccarat-static",
+    }
+    first = Node(Settings(node_id="first", **common), store=store)
+    await first.start()
+    try:
+        async with asyncio.timeout(5 * SCALE):
+            await _next_event(store, 0)  # the first node owns the table and plays
+        lease = await store.lease("t1")
+        assert lease is not None and lease.node == "first"
+        async with Node(Settings(node_id="second", **common), store=store) as second:
+            assert not second.loops[0].owning
+            await first.stop()
+            assert await store.lease("t1") is None
+            last = await store.last_seq("t1")
+            async with asyncio.timeout(5 * SCALE):
+                await _next_event(store, last)  # played by the second node
+            assert second.loops[0].owning
+            lease = await store.lease("t1")
+            assert lease is not None and lease.node == "second"
+    finally:
+        if not first.draining:
+            await first.stop()
+
+
+# --- parse_tables -----------------------------------------------------------------------------
+
+
+def test_parse_tables_empty_means_one_table_per_preset() -> None:
+    """An empty (or blank) spec runs every preset as a table named after it."""
+    assert parse_tables("") == PRESETS
+    assert parse_tables("  ") == PRESETS
+
+
+def test_parse_tables_with_ids() -> None:
+    """'id=preset,...' names each table and picks its rules, in order."""
+    tables = parse_tables("t1=classic8, vip=nocommission8,t3=classic8")
+    assert list(tables) == ["t1", "vip", "t3"]
+    assert tables["vip"] == rules_preset("nocommission8")
+    assert tables["t1"] == tables["t3"] == rules_preset("classic8")
+
+
+def test_parse_tables_by_preset_name() -> None:
+    """A bare preset name is a table named after it."""
+    assert parse_tables("punto6,fourdeck") == {
+        "punto6": rules_preset("punto6"),
+        "fourdeck": rules_preset("fourdeck"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        ("t1=classic8,t1=punto6", "twice"),
+        ("bad id=classic8", "bad id"),
+        ("=classic8", "table id"),
+        (",,", "no tables"),
+    ],
+)
+def test_parse_tables_refuses_bad_specs(spec: str, complaint: str) -> None:
+    """Duplicate or malformed table ids, or no table at all, are ValueErrors saying why."""
+    with pytest.raises(ValueError, match=complaint):
+        parse_tables(spec)
+
+
+def test_parse_tables_unknown_preset() -> None:
+    """An unknown preset is a ValueError naming it."""
+    with pytest.raises(ValueError, match="baccarat9"):
+        parse_tables("t1=baccarat9")
+
+
+# --- settings from options and the environment -------------------------------------------------
+
+
+def _settings(*argv: str) -> Settings:
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    return Settings.from_args(parser.parse_args(list(argv)))
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in list(os.environ):
+        if name.startswith("BACCARAT_"):
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def test_defaults_without_options_or_env(clean_env: pytest.MonkeyPatch) -> None:
+    """No option and no env: the dataclass defaults."""
+    assert _settings() == Settings()
+
+
+def test_settings_from_env(clean_env: pytest.MonkeyPatch) -> None:
+    """BACCARAT_<NAME> sets each setting, converted to the setting's type."""
+    clean_env.setenv("BACCARAT_BETTING_WINDOW", "2.5")
+    clean_env.setenv("BACCARAT_DEAL_INTERVAL", "0.25")
+    clean_env.setenv("BACCARAT_DEMO_BALANCE", "5000")
+    clean_env.setenv("BACCARAT_TABLES", "a=classic8")
+    clean_env.setenv("BACCARAT_PORT", "9001")
+    clean_env.setenv("BACCARAT_NODE_ID", "node-7")
+    settings = _settings()
+    assert settings.betting_window == 2.5 and isinstance(settings.betting_window, float)
+    assert settings.deal_interval == 0.25
+    assert settings.demo_balance == 5000 and isinstance(settings.demo_balance, int)
+    assert settings.tables == "a=classic8"
+    assert settings.port == 9001
+    assert settings.resolved_node_id() == "node-7"
+
+
+def test_command_line_beats_env(clean_env: pytest.MonkeyPatch) -> None:
+    """An option on the command line wins over the environment."""
+    clean_env.setenv("BACCARAT_BETTING_WINDOW", "2.5")
+    clean_env.setenv("BACCARAT_MAX_BUFFER_BYTES", "4096")
+    settings = _settings("--betting-window", "7", "--max-buffer-bytes", "8192")
+    assert settings.betting_window == 7.0
+    assert settings.max_buffer_bytes == 8192
+
+
+def test_empty_env_means_default(clean_env: pytest.MonkeyPatch) -> None:
+    """An empty BACCARAT_ variable is ignored."""
+    clean_env.setenv("BACCARAT_BETTING_WINDOW", "")
+    assert _settings().betting_window == Settings().betting_window
+
+
+def test_every_setting_has_an_option(clean_env: pytest.MonkeyPatch) -> None:
+    """Each Settings field has a --kebab-case option that names its env variable."""
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    text = parser.format_help()
+    for name in Settings.__dataclass_fields__:
+        assert "--" + name.replace("_", "-") in text
+        assert f"BACCARAT_{name.upper()}" in text
+
+
+def test_default_node_id_is_unique() -> None:
+    """Without a node id each node gets its own host-pid-random name."""
+    first, second = Settings().resolved_node_id(), Settings().resolved_node_id()
+    assert first != second and str(os.getpid()) in first
