@@ -16,6 +16,7 @@ import structlog.testing
 from server.core.bets import Spot, settle_bets
 from server.core.cards import Card, Suit
 from server.core.rules import rules_preset
+from server.core.shoe import Shoe
 from server.core.table import Phase, TableState, close_betting, coup_of
 from server.runtime.clock import ManualClock
 from server.runtime.table_loop import TableLoop, Timings
@@ -274,3 +275,45 @@ async def test_stale_owner_cannot_commit_and_steps_down() -> None:
             assert [e["kind"] for e in await _events(store)][-1] == "round_opened"
     lost = [entry for entry in logs if entry["event"] == "lease_lost"]
     assert len(lost) == 1 and "fencing token" in lost[0]["reason"]
+
+
+async def test_round_the_shoe_cannot_finish_is_voided_and_refunded_once() -> None:
+    """A stored round whose shoe cannot complete the coup is voided with an event, and every
+    stake goes back exactly once; the next round starts on a fresh shoe."""
+    clock = ManualClock()
+    store = await _store(clock)
+    await store.ensure_player("p", START_BALANCE)
+    async with _running(_loop(store, clock, "a")) as task:
+        opened = await _state(store)
+        await store.place_bet(TABLE, "p", opened.round, "b1", "banker", 5_000)
+        await store.place_bet(TABLE, "p", opened.round, "b2", "tie", 1_000)
+        task.cancel()
+    lease = await store.acquire_lease(TABLE, "surgeon", 60_000)
+    assert lease is None  # the cancelled owner's lease is still live: wait it out
+    await clock.advance(TIMINGS.lease_ttl + 0.1)
+    lease = await store.acquire_lease(TABLE, "surgeon", 1)
+    assert lease is not None
+    state = await _state(store)
+    closed = close_betting(state).state
+    # A shoe of four cards whose coup needs a fifth: Player A+2 = 3 must draw.
+    four = [
+        Card("A", Suit.CLUBS),
+        Card("K", Suit.CLUBS),
+        Card("2", Suit.CLUBS),
+        Card("Q", Suit.CLUBS),
+    ]
+    broken = dataclasses.replace(closed, shoe=Shoe(four, 0, 4), round_start=0, dealt=0)
+    await store.commit(TABLE, lease.token, state.version, broken, [])
+    await clock.advance(0.01)  # the surgeon's lease lapses
+    async with _running(_loop(store, clock, "b")):
+        await _advance_until(clock, store, lambda s: s.round == opened.round + 1)
+    events = await _events(store)
+    voided = [e for e in events if e["kind"] == "round_voided"]
+    assert len(voided) == 1
+    assert voided[0]["round"] == opened.round
+    assert voided[0]["refunded"] == 6_000
+    assert await store.balance("p") == START_BALANCE
+    assert (await store.ledger()).balanced
+    assert not [e for e in events if e["kind"] == "round_settled" and e["round"] == opened.round]
+    reopened = [e for e in events if e["kind"] == "shoe_shuffled"]
+    assert reopened[-1]["round"] == opened.round + 1
