@@ -25,16 +25,22 @@ from tests.multinode.nodes import Client, NodeProcess
 from tests.redis_server import start_redis
 
 
-async def collect(client: Client, arrivals: dict[int, float], rounds: int) -> None:
+async def collect(
+    client: Client, arrivals: dict[int, float], ages: list[float], rounds: int
+) -> None:
     settled = 0
     while settled < rounds:
         message = json.loads(await client.ws.recv())
         if message.get("type") == "event":
             arrivals[message["seq"]] = time.perf_counter()
+            # `ts` is Redis's clock when the event was committed: same machine, same clock.
+            ages.append(time.time() * 1000 - message["ts"])
             settled += message["kind"] == "round_settled"
 
 
 async def main(rounds: int) -> None:
+    ages_a: list[float] = []
+    ages_b: list[float] = []
     redis = None if os.environ.get("REDIS_URL") else start_redis()
     url = os.environ.get("REDIS_URL") or (redis.url if redis else "")
     timings = {"--deal-interval": "0.05", "--betting-window": "0.3"}
@@ -51,7 +57,9 @@ async def main(rounds: int) -> None:
                     print(f"following {rounds} rounds on two nodes ...", file=sys.stderr)
                     on_a: dict[int, float] = {}
                     on_b: dict[int, float] = {}
-                    await asyncio.gather(collect(a, on_a, rounds), collect(b, on_b, rounds))
+                    await asyncio.gather(
+                        collect(a, on_a, ages_a, rounds), collect(b, on_b, ages_b, rounds)
+                    )
             finally:
                 await other.stop()
     finally:
@@ -61,6 +69,12 @@ async def main(rounds: int) -> None:
     common = sorted(set(on_a) & set(on_b))
     added = sorted((on_b[s] - on_a[s]) * 1e3 for s in common)
     print(f"events compared: {len(common)}")
+    for name, ages in (("owner node", ages_a), ("second node", ages_b)):
+        ages.sort()
+        print(
+            f"commit-to-client ms on the {name}: median {statistics.median(ages):.2f}, "
+            f"p90 {ages[int(len(ages) * 0.9)]:.2f}"
+        )
     print(
         f"second-node added latency ms: median {statistics.median(added):.2f}, "
         f"p90 {added[int(len(added) * 0.9)]:.2f}, max {added[-1]:.2f}"
