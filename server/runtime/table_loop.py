@@ -130,6 +130,8 @@ class TableLoop:
         while True:
             state = await self.store.load_state(self.table_id)
             assert state is not None
+            # Every log line of this task (ours, the store's) names the round it is about.
+            structlog.contextvars.bind_contextvars(table=self.table_id, round=state.round)
             await self.step(state, rules, token)
 
     async def step(self, state: TableState, rules: TableRules, token: int) -> None:

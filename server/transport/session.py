@@ -92,6 +92,8 @@ class Session:
 
     # --- the connection's life ----------------------------------------------------------
     async def serve(self) -> None:
+        # One task per connection: every log line it causes names the connection.
+        structlog.contextvars.bind_contextvars(conn=self.number, player=self.player)
         self.ctx.sessions.add(self)
         try:
             balance = await self.ctx.store.ensure_player(self.player, self.ctx.demo_balance)
