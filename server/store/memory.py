@@ -41,6 +41,10 @@ class _Table:
     rounds: OrderedDict[int, list[Event]] = field(default_factory=OrderedDict)
     bets: dict[int, list[Bet]] = field(default_factory=dict)
     settlements: dict[tuple[int, str], Settlement] = field(default_factory=dict)
+    # (player, bet_id) -> receipt, grouped by round so old rounds can be forgotten together
+    receipts: OrderedDict[int, dict[tuple[str, str], BetReceipt]] = field(
+        default_factory=OrderedDict
+    )
     lease: Lease | None = None
     fence: int = 0  # last fencing token handed out
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -58,7 +62,7 @@ class MemoryStore(Store):
         self._history_rounds = history_rounds
         self._tables: dict[str, _Table] = {}
         self._balances: dict[str, int] = {}
-        self._receipts: dict[tuple[str, str, str], BetReceipt] = {}
+        self._receipt_rounds: dict[tuple[str, str, str], int] = {}  # where each receipt is
         self._issued = 0
         self._in_play = 0
         self._house = 0
@@ -111,10 +115,11 @@ class MemoryStore(Store):
         spot: object,
         amount: object,
     ) -> BetReceipt:
-        receipt = self._receipts.get((player, table_id, bet_id))
-        if receipt is not None:
-            return receipt  # the same bet_id again: the first answer, no second debit
         table = self._table(table_id)
+        receipt_round = self._receipt_rounds.get((player, table_id, bet_id))
+        if receipt_round is not None:
+            # The same bet_id again: the first answer, no second debit.
+            return table.receipts[receipt_round][(player, bet_id)]
         verify_bet_window(table.state, round_no, self._now_ms())
         spot_ = parse_spot(spot)
         balance = self._balances.get(player, 0)
@@ -128,7 +133,8 @@ class MemoryStore(Store):
         receipt = BetReceipt(
             table_id, table.state.round, bet_id, spot_.value, amount, balance - amount
         )
-        self._receipts[(player, table_id, bet_id)] = receipt
+        table.receipts.setdefault(receipt.round, {})[(player, bet_id)] = receipt
+        self._receipt_rounds[(player, table_id, bet_id)] = receipt.round
         self._append(
             table, [event(EventKind.BET_PLACED, player=player, spot=spot_.value, amount=amount)]
         )
@@ -157,6 +163,7 @@ class MemoryStore(Store):
             self._credit(table, state, payouts)
         stored = self._append(table, events)
         table.bets = {r: b for r, b in table.bets.items() if r >= state.round - 1}
+        self._forget_old_rounds(table, state.round - self._history_rounds)
         return stored
 
     def _credit(self, table: _Table, state: TableState, payouts: list[Payout]) -> None:
@@ -173,6 +180,17 @@ class MemoryStore(Store):
                 [p.to_dict() for p in mine],
                 self._balances[player],
             )
+
+    def _forget_old_rounds(self, table: _Table, before: int) -> None:
+        """Receipts and settlements live as long as a round's replay does, so a long-running
+        embedded server does not grow without bound. A retried bet for a forgotten round is
+        refused as WRONG_ROUND, so forgetting its receipt can never debit twice."""
+        while table.receipts and next(iter(table.receipts)) < before:
+            old_round, receipts = table.receipts.popitem(last=False)
+            for player, bet_id in receipts:
+                del self._receipt_rounds[(player, table.state.table_id, bet_id)]
+            for player in {player for player, _ in receipts}:
+                table.settlements.pop((old_round, player), None)
 
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
         return self._table(table_id).settlements.get((round_no, player))
