@@ -22,7 +22,7 @@ from server.config import Settings
 from server.core.rules import PRESETS, TableRules, rules_preset
 from server.runtime.clock import Clock, SystemClock
 from server.runtime.table_loop import TableLoop, Timings
-from server.store.base import Store
+from server.store.base import Store, StoreUnavailable
 from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
 from server.transport.server import start_server
@@ -123,13 +123,14 @@ class Node:
     async def start(self) -> None:
         for table_id, rules in self.tables.items():
             await self.store.create_table(table_id, rules)
-        self._loop_tasks = [asyncio.create_task(loop.run()) for loop in self.loops]
         static = Path(self.settings.static_dir)
         static_dir = static if static.is_dir() else None  # noqa: ASYNC240 - once at start-up
         routes = HttpRoutes(self.status, static_dir, self._healthy)
         self.server = await start_server(
             self.ctx, self.settings.host, self.settings.port, routes, self.settings.max_frame_bytes
         )
+        # Loops start once the port is bound: a node that cannot serve never takes a table.
+        self._loop_tasks = [asyncio.create_task(loop.run()) for loop in self.loops]
         engine = "redis" if self.settings.redis else "memory"
         self.log.info(
             "listening",
@@ -229,8 +230,13 @@ def serve_from_args(args: argparse.Namespace) -> int:
     configure_logging(settings.log_format, settings.log_level)
     try:
         import uvloop  # optional on platforms without it
-
-        uvloop.run(_serve(settings))
     except ImportError:
-        asyncio.run(_serve(settings))
+        runner = asyncio.run
+    else:
+        runner = uvloop.run
+    try:
+        runner(_serve(settings))
+    except (OSError, StoreUnavailable) as error:  # port taken, bad host, Redis down at start
+        print(f"baccarat serve: cannot start: {error}", file=sys.stderr)
+        return 1
     return 0

@@ -51,6 +51,12 @@ class Settings:
             raise ValueError("pauses cannot be negative")
         if self.demo_balance < 0:
             raise ValueError("demo balance cannot be negative")
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be 0-65535, not {self.port}")
+        if self.max_buffer_bytes < 1024 or self.max_frame_bytes < 1024:
+            raise ValueError("max buffer and max frame sizes must be at least 1024 bytes")
+        if self.history_events < 1 or self.history_rounds < 1:
+            raise ValueError("history sizes must be at least 1")
 
     def resolved_node_id(self) -> str:
         return self.node_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"

@@ -9,6 +9,8 @@ import json
 import os
 import re
 import signal
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -256,3 +258,38 @@ def test_default_node_id_is_unique() -> None:
     """Without a node id each node gets its own host-pid-random name."""
     first, second = Settings().resolved_node_id(), Settings().resolved_node_id()
     assert first != second and str(os.getpid()) in first
+
+
+@pytest.mark.parametrize(
+    "option",
+    [["--port", "70000"], ["--max-frame-bytes", "10"], ["--history-rounds", "0"]],
+)
+def test_serve_refuses_bad_settings_in_one_line(option: list[str]) -> None:
+    """A setting out of range stops `baccarat serve` at once: one line, exit status 2."""
+    done = subprocess.run(
+        [sys.executable, "-m", "server.cli", "serve", *option],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("baccarat serve: ")
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_serve_on_a_busy_port_says_so_in_one_line() -> None:
+    """A port already taken ends `baccarat serve` with one clear line and exit status 1."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "server.cli", "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert "cannot start" in done.stderr.strip().splitlines()[-1]

@@ -2,7 +2,8 @@
 
 Starts server nodes in-process (the memory engine, fast test timings), drives WebSocket
 clients through every client message, every server message, every error and bet-rejection
-code and every close code, and prints what goes over the wire:
+code and every close code (and the abort of a client too slow to read), and prints what goes
+over the wire:
 
     -> {...}      a message this script sent
     <- {...}      a message the server sent (msgpack frames are shown decoded)
@@ -11,10 +12,12 @@ code and every close code, and prints what goes over the wire:
 
 Run from the repository root:  .venv/bin/python tools/capture_examples.py
 
-A few answers need a failing store (UNAVAILABLE, INTERNAL, close 1011) or a forced void
-(round_voided): the script swaps one store method for a failing one, or commits a void through
-the store with the owner's fencing token; everything the client sees is still produced by the
-unchanged server code. Nothing here changes the server.
+A few answers need a failing store (UNAVAILABLE, INTERNAL, close 1011, a failed re-join) or a
+forced void (round_voided): the script swaps one store method for a failing one, or commits a
+void through the store with the owner's fencing token; everything the client sees is still
+produced by the unchanged server code. The slow client gets small kernel socket buffers (as
+tests/transport/test_slow_client.py does) so that its backlog reaches the server's own buffer
+quickly. Nothing here changes the server.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import random
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -116,7 +120,7 @@ class Client:
         async with asyncio.timeout(TIMEOUT):
             frame = await self.ws.recv()
         message = json.loads(frame) if isinstance(frame, str) else msgpack.unpackb(frame)
-        if isinstance(message, dict) and message.get("type") == "event":
+        if isinstance(message, dict) and message.get("type") in ("event", "snapshot", "joined"):
             self.last_seq = message["seq"]
         if not self.quiet:
             show(f"<- [{self.name}]", message)
@@ -211,6 +215,8 @@ async def capture_main() -> None:
         await c1.recv()
         await c1.send({"type": "replay", "table": table, "round": 999_999, "ref": "r1"})
         await c1.recv()
+        await c1.send({"type": "replay", "table": table, "round": 1.0})
+        await c1.recv()
         await c1.send({"type": "bet", "table": table, "round": 1, "spot": "player"})
         await c1.recv()
         await c1.send(
@@ -223,6 +229,18 @@ async def capture_main() -> None:
                 "amount": 100,
             }
         )
+        await c1.recv()
+
+        section("ref: echoed only when a string or an integer of at most 64 characters")
+        await c1.send({"type": "hello", "ref": "x" * 65})
+        await c1.recv()
+        await c1.send({"type": "hello", "ref": 2**64})
+        await c1.recv()
+        await c1.send({"type": "hello", "ref": {"id": 1}})
+        await c1.recv()
+        await c1.send({"type": "ping", "ref": 1.5})
+        await c1.recv()
+        await c1.send({"type": "ping", "ref": 2**64 - 1})
         await c1.recv()
 
         section("bet on an unknown table")
@@ -238,9 +256,9 @@ async def capture_main() -> None:
         )
         await c1.recv()
 
-        section("join (no since): snapshot, then live events")
+        section("join (no since): snapshot, joined, then live events")
         await c1.send({"type": "join", "table": table})
-        await c1.until(is_type("snapshot"))
+        await c1.until(is_type("joined"))
 
         section("a round: bets while it is open, rejections, events to settlement")
         opened = await c1.until(is_event("round_opened"))
@@ -262,6 +280,7 @@ async def capture_main() -> None:
             bet("b-3", "player_pair", 100),
             bet("b-1", "banker", 1000),  # the same bet_id again: same answer, no second debit
             bet("w-1", "player", 100, r + 1),
+            bet("w-2", "player", 100, float(r)),  # 2.0 is not the integer 2
             bet("s-1", "dragon", 100),
             bet("a-1", "player", 10.5),
             bet("a-2", "player", -5),
@@ -278,7 +297,7 @@ async def capture_main() -> None:
                 answers += 1
         # joining again re-sends a snapshot: it lists this player's bets in the round
         await c1.send({"type": "join", "table": table})
-        await c1.until(is_type("snapshot"))
+        await c1.until(is_type("joined"))
         await c1.until(is_event("betting_closed", r))
         await c1.send(bet("c-1", "player", 100))
         await c1.until(is_type("bet_rejected"))
@@ -303,7 +322,23 @@ async def capture_main() -> None:
         await c3.recv()
         await asyncio.sleep(0.3)  # let a few events happen while "disconnected"
         await c3.send({"type": "join", "table": table, "since": seen})
-        for _ in range(3):
+        await c3.until(is_type("joined"))
+        await c3.recv()
+
+        section("join with a since beyond the table's last seq: snapshot with recovered false")
+        await c3.send({"type": "join", "table": table, "since": 1_000_000})
+        await c3.until(is_type("joined"))
+        await c3.recv()
+
+        section("a failed re-join (store down) leaves the earlier subscription in place")
+
+        async def down(*args: object, **kwargs: object) -> Any:
+            raise StoreUnavailable("connection refused")
+
+        with failing(node.store, "snapshot", down):
+            await c3.send({"type": "join", "table": table, "ref": "rejoin"})
+            await c3.until(is_type("error"))
+        for _ in range(2):
             await c3.recv()
         await c3.close()
 
@@ -388,9 +423,6 @@ async def capture_main() -> None:
         c5 = await Client.open(port, "c5", [JSON])
         await c5.recv()
         store = node.store
-
-        async def down(*args: object, **kwargs: object) -> Any:
-            raise StoreUnavailable("connection refused")
 
         async def broken(*args: object, **kwargs: object) -> Any:
             raise RuntimeError("a bug")
@@ -488,7 +520,7 @@ async def _noop() -> None:
 
 
 async def capture_shoe_end() -> None:
-    """A four-deck table with near-zero pauses plays a whole shoe in seconds."""
+    """A four-deck table with zero pauses plays a whole shoe in about half a second."""
     settings = Settings(
         port=0,
         tables="short=fourdeck",
@@ -504,17 +536,41 @@ async def capture_shoe_end() -> None:
         c = await Client.open(node.port, "s1", [JSON], quiet=True)
         await c.recv()
         await c.send({"type": "join", "table": "short"})
-        await c.until(is_type("snapshot"))
+        await c.until(is_type("joined"))
+        # The cut card comes out either before a hand (that hand is the last) or during one
+        # (one more hand, or this one is the last if the cards behind the cut cannot finish
+        # another coup). Watch shoes until the first two cases were seen (the third is rare).
+        wanted = {"before a hand", "during a hand, one more"}
+        seen: set[str] = set()
         this_round: list[dict[str, Any]] = []
-        while True:  # keep the current round's events; print them when the cut card shows
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not wanted <= seen and loop.time() < deadline:
             message = await c.recv()
+            if message.get("type") != "event":
+                continue
             if this_round and message["round"] != this_round[-1]["round"]:
                 this_round = []
             this_round.append(message)
-            if message.get("kind") == "cut_card":
-                break
-        for message in this_round:
-            show("<- [s1]", message)
+            if message.get("kind") != "cut_card":
+                continue
+            if not any(m.get("kind") == "card" for m in this_round):
+                case = "before a hand"
+                this_round.append(await c.until(is_event("round_opened")))
+            elif message["last_round"] > message["round"]:
+                case = "during a hand, one more"
+                this_round.append(await c.until(is_event("card")))
+            else:
+                case = "during a hand, the last"
+                this_round.append(await c.until(is_event("card")))
+            if case in seen:
+                continue
+            seen.add(case)
+            note(f"cut card {case}: round {message['round']}, shoe {message['shoe']}")
+            for event_ in this_round:
+                show("<- [s1]", event_)
+            if case == "before a hand":
+                this_round = []
         c.quiet = False
         await c.until(is_event("shoe_shuffled"))
         await c.until(is_event("round_opened"))
@@ -525,34 +581,124 @@ async def capture_shoe_end() -> None:
         await s2.recv()
         s2.quiet = False
         await s2.send({"type": "join", "table": "short", "since": 1})
-        await s2.until(is_type("snapshot"))
+        await s2.until(is_type("joined"))
         await s2.close()
 
 
-async def capture_slow_client() -> None:
-    """max_buffer_bytes=-1 makes every connection count as too slow at the first event."""
+async def capture_bet_id_per_table() -> None:
+    """The same bet_id on two tables is two bets; again on one table, the first receipt."""
     settings = Settings(
         port=0,
-        tables="classic8",
-        betting_window=0.2,
-        max_buffer_bytes=-1,
+        tables="classic8,punto6",
+        betting_window=0.5,
         deal_interval=0.02,
         close_pause=0.02,
         result_pause=0.02,
         next_round_pause=0.05,
     )
     async with Node(settings) as node:
-        section("a client too far behind is cut off (max_buffer_bytes=-1 forces it)")
-        c = await Client.open(node.port, "d1", [JSON], quiet=True)
+        section("bet_id is per player and table (tables=classic8,punto6)")
+        c = await Client.open(node.port, "t1", [JSON], quiet=True)
         await c.recv()
-        await c.send({"type": "join", "table": "classic8"})
-        await c.closed()
+        for table in ("classic8", "punto6"):
+            await c.send({"type": "join", "table": table})
+        placed: dict[str, int] = {}
+        while len(placed) < 2:
+            message = await c.recv()
+            if is_event("round_opened")(message) and message["table"] not in placed:
+                placed[message["table"]] = message["round"]
+                c.quiet = False
+                await c.send(
+                    {
+                        "type": "bet",
+                        "table": message["table"],
+                        "round": message["round"],
+                        "bet_id": "same-1",
+                        "spot": "player",
+                        "amount": 100,
+                    }
+                )
+                await c.until(is_type("bet_accepted"), show_skipped=False)
+                c.quiet = True
+        c.quiet = False
+        await c.send(
+            {
+                "type": "bet",
+                "table": "classic8",
+                "round": placed["classic8"],
+                "bet_id": "same-1",
+                "spot": "banker",
+                "amount": 500,
+            }
+        )
+        await c.until(is_type("bet_accepted"), show_skipped=False)
+        await c.close()
+
+
+async def capture_slow_client() -> None:
+    """A client that stops reading while it asks for replays is cut off, without a close."""
+    settings = Settings(
+        port=0,
+        tables="classic8",
+        betting_window=0.5,
+        max_buffer_bytes=16 * 1024,
+        deal_interval=0.02,
+        close_pause=0.02,
+        result_pause=0.02,
+        next_round_pause=0.05,
+    )
+    async with Node(settings) as node:
+        section("a client too far behind is cut off (max_buffer_bytes=16384, small buffers)")
+        assert node.server is not None
+        for listener in node.server.sockets:  # accepted sockets inherit SO_SNDBUF
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", node.port))
+        ws = await connect(
+            f"ws://127.0.0.1:{node.port}/ws",
+            sock=sock,
+            subprotocols=[JSON],  # type: ignore[list-item]
+            compression=None,
+            ping_interval=None,
+        )
+        c = Client(ws, "d1")
+        note(f"d1: connected, subprotocol={ws.subprotocol!r}")
+        await c.recv()
+        ws.transport.pause_reading()  # the client stops reading
+        note("d1: stops reading, then sends replay requests for round 1 until it is cut off")
+        session = next(iter(node.ctx.sessions))
+        dropped = asyncio.ensure_future(session.ws.wait_closed())
+        sent = 0
+        request = json.dumps({"type": "replay", "table": "classic8", "round": 1})
+        with contextlib.suppress(ConnectionClosed, ConnectionError):
+            while not dropped.done() and not ws.transport.is_closing():
+                await ws.send(request)
+                sent += 1
+                await asyncio.sleep(0)
+        note(f"d1: sent {sent} replay requests before the server cut the connection")
+        ws.transport.resume_reading()
+        received = 0
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                while True:
+                    await ws.recv()
+                    received += 1
+        except ConnectionClosed:
+            pass
+        note(
+            f"d1: read {received} answers that had reached it, then: "
+            f"code={ws.close_code} reason={ws.close_reason!r}"
+        )
+        dropped.cancel()
 
 
 async def main() -> None:
     configure_logging("console", "critical")
     await capture_main()
     await capture_shoe_end()
+    await capture_bet_id_per_table()
     await capture_slow_client()
 
 

@@ -89,15 +89,11 @@ def _unknown_table(table_id: str) -> BetRejected:
 
 
 def _round_arg(round_no: object) -> str:
-    """The round as the script compares it: a whole number's digits, else '' (never equal).
+    """The round as the script compares it: an int's digits, else '' (never equal).
 
-    Mirrors verify_bet_window's `round_no != state.round`, under which 2.0 and True match.
+    Mirrors verify_bet_window, which takes only a true int: 2.0 and True are WRONG_ROUND.
     """
-    if isinstance(round_no, int):  # bool included: True == 1
-        return str(int(round_no))
-    if isinstance(round_no, float) and round_no.is_integer():
-        return str(int(round_no))
-    return ""
+    return str(round_no) if type(round_no) is int else ""
 
 
 def _bytes(value: object) -> bytes:

@@ -61,6 +61,7 @@ class Session:
         self.player = "guest-" + secrets.token_hex(6)
         self.number = next(_session_numbers)
         self.joined: set[str] = set()
+        self.dropped = False
         self.log = structlog.get_logger("session").bind(conn=self.number, player=self.player)
 
     # --- the Subscriber protocol --------------------------------------------------------
@@ -72,6 +73,8 @@ class Session:
         broadcast([self.ws], frame)
 
     def push(self, message: dict[str, Any]) -> None:
+        if self.dropped:
+            return
         if self.over_buffer_limit():  # asks (pings, replays) but never reads: drop it too
             self.ctx.hub.unsubscribe_everywhere(self)
             self.drop_slow()
@@ -85,6 +88,9 @@ class Session:
         )
 
     def drop_slow(self) -> None:
+        if self.dropped:
+            return
+        self.dropped = True  # stop serving frames it already sent: nobody will read answers
         self.log.warning("slow_client_dropped")
         # Not ws.close(): its closing handshake first waits for the send buffer to drain,
         # which a stalled client never lets happen. Cut the connection; unsent data is dropped.
@@ -99,7 +105,7 @@ class Session:
             balance = await self.ctx.store.ensure_player(self.player, self.ctx.demo_balance)
             self.push(self._welcome(balance))
             async for frame in self.ws:
-                if not await self._handle_frame(frame):
+                if self.dropped or not await self._handle_frame(frame):
                     break
         except ConnectionClosed:
             pass
@@ -178,9 +184,13 @@ class Session:
         except StoreUnavailable:
             self._reject(bet, RejectCode.UNAVAILABLE, "storage is unavailable; retry later")
             return
-        feed = await self.ctx.hub.feed(bet.table)
+        self.push(receipt.to_message())  # first: the bet stands whatever happens below
+        try:
+            feed = await self.ctx.hub.feed(bet.table)
+        except StoreUnavailable:
+            self.log.warning("settlement_not_tracked", table=bet.table, round=receipt.round)
+            return
         feed.bettors.setdefault(receipt.round, set()).add(self)
-        self.push(receipt.to_message())
 
     def _reject(self, bet: Bet, code: RejectCode, message: str) -> None:
         self.push(
@@ -201,7 +211,7 @@ class Session:
         feed.unsubscribe(self)
         try:
             await self._catch_up(join, feed)
-        except (StoreUnavailable, ErrorReply):
+        except Exception:
             if was_live:  # a failed re-join leaves the earlier subscription as it was
                 feed.subscribe_after(self, resume)
             raise

@@ -131,6 +131,8 @@ def _parse_replay(m: dict[Any, Any]) -> Command:
 
 def _parse_ping(m: dict[Any, Any]) -> Command:
     ref = m.get("ref")
+    if isinstance(ref, bool):
+        ref = None
     if isinstance(ref, int) and not -(2**63) <= ref < 2**64:
         ref = None  # a JSON integer msgpack cannot carry: the pong could not be sent
     return Ping(ref if isinstance(ref, str | int) and len(str(ref)) <= MAX_ID_LENGTH else None)

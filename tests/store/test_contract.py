@@ -154,9 +154,9 @@ async def test_bet_inside_deadline_is_accepted(table: Store) -> None:
     assert (await bet(table, "alice", 100, "player")).round == 1
 
 
-@pytest.mark.parametrize("round_no", [0, 2, "1", None])
+@pytest.mark.parametrize("round_no", [0, 2, "1", None, 1.0, True])
 async def test_bet_for_other_round_is_wrong_round(table: Store, round_no: object) -> None:
-    """A bet naming a round other than the open one: WRONG_ROUND."""
+    """A bet naming a round other than the open one (or not as an int): WRONG_ROUND."""
     await (await Owner(table).start()).open()
     assert await rejected(table, "alice", 100, "player", round_no=round_no) == "WRONG_ROUND"
 

@@ -81,7 +81,7 @@ def test_ping() -> None:
 
 
 @pytest.mark.parametrize(
-    "ref", [[1, "a"], {"a": 1}, 1.5, b"raw", "r" * (MAX_ID_LENGTH + 1), 2**64, -(2**63) - 1]
+    "ref", [[1, "a"], {"a": 1}, 1.5, b"raw", True, "r" * (MAX_ID_LENGTH + 1), 2**64, -(2**63) - 1]
 )
 def test_ping_drops_a_ref_it_cannot_echo(ref: object) -> None:
     """A ref that is not a short string or integer is answered as no ref, not an error."""
