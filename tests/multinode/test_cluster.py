@@ -247,3 +247,39 @@ async def test_redis_restart_is_survived(start_node: StartNode, redis_server: Re
     for node in nodes:
         assert node.proc is not None and node.proc.returncode is None
     assert await ledger_balanced(redis_server)
+
+
+async def test_killing_a_serving_node_loses_no_bet(
+    start_node: StartNode, redis_server: RedisProcess
+) -> None:
+    """kill -9 of a node that only serves clients: the table never stops, and the bets its
+    clients placed are settled exactly once in Redis even though nobody is there to hear."""
+    owner = await start_node("owner")
+    async with Client.connect(owner.url) as watcher:
+        await watcher.send(type="join", table="t1")
+        await watcher.next("event", kind="round_opened")
+        server_node = await start_node("doomed")
+        async with Client.connect(server_node.url) as doomed_client:
+            doomed = Bot("d", doomed_client)
+            await doomed.join()
+            await doomed.run(lambda b: len(b.accepted) >= 2)
+            server_node.signal(signal.SIGKILL)
+        spectator = Bot("w", watcher, betting=False)
+        spectator.first_seq = watcher.messages[-1]["seq"] + 1
+        last_round = max(r["round"] for r in doomed.accepted.values())
+        await spectator.run(
+            lambda b: any(
+                e["kind"] == "round_settled" and e["round"] == last_round for e in b.events
+            )
+        )
+    spectator.assert_gapless()
+    store = RedisStore.from_url(redis_server.url)
+    try:
+        player = doomed_client.welcome["player"]
+        for receipt in doomed.accepted.values():
+            settlement = await store.settlement("t1", receipt["round"], player)
+            assert settlement is not None
+            assert [p["bet_id"] for p in settlement.payouts] == [receipt["bet_id"]]
+        assert (await store.ledger()).balanced
+    finally:
+        await store.close()
