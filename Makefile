@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint types pytest install clean
+.PHONY: run test lint types pytest install bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ pytest: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint types pytest
+
+# Benchmarks (results go in docs/benchmarks.md); each starts its own redis-server.
+bench: $(STAMP)
+	$(BIN)/python bench/bench_redis_bets.py
+	$(BIN)/python bench/bench_fanout.py --rounds 30
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

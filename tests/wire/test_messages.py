@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from server.wire.messages import (
     MAX_ID_LENGTH,
@@ -193,3 +195,29 @@ def test_error_message_shape() -> None:
         "message": "nope",
     }
     assert error_message(ErrorCode.NOT_HELD, "gone", ref=3)["ref"] == 3
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_commands = st.fixed_dictionaries(
+    {"type": st.sampled_from(["join", "leave", "bet", "replay", "ping", "nope"])},
+    optional=dict.fromkeys(
+        ("table", "since", "round", "bet_id", "spot", "amount", "ref"), _json_values
+    ),
+)
+
+
+@given(st.one_of(_json_values, _commands))
+def test_any_decoded_value_parses_or_is_refused_with_a_code(message: object) -> None:
+    """Whatever a client sends, parsing gives a command or an ErrorReply, never a crash."""
+    code: object = None
+    try:
+        parse_command(message)
+    except ErrorReply as error:
+        code = error.code
+    assert code is None or code in set(ErrorCode)
