@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from server.core.bets import Bet, Payout, settle_bets
+from server.core.bets import Bet, Outcome, Payout, settle_bets
 from server.core.cards import Card
 from server.core.coup import Coup, resolve_coup
 from server.core.errors import BetRejected, NotEnoughCards, RejectCode
@@ -284,8 +284,6 @@ def settle_round(
 
 def void_round(state: TableState, bets: list[Bet], reason: str) -> tuple[Transition, list[Payout]]:
     """Void an open or dealing round: every stake goes back exactly once."""
-    from server.core.bets import Outcome  # local: keeps the public import list short
-
     assert state.phase in (Phase.BETTING, Phase.DEALING), state.phase
     refunds = [Payout(b.bet_id, b.player, b.spot, b.amount, Outcome.PUSH, b.amount) for b in bets]
     ev = event(

@@ -31,6 +31,7 @@ from server.wire.messages import (
     Leave,
     Ping,
     Replay,
+    echo_ref,
     error_message,
     parse_command,
 )
@@ -134,11 +135,7 @@ class Session:
         except Undecodable as error:
             await self.ws.close(1003, str(error)[:120])
             return False
-        ref = message.get("ref") if isinstance(message, dict) else None
-        if not isinstance(ref, str | int) or isinstance(ref, bool) or len(str(ref)) > 64:
-            ref = None  # echoed back only when it is a short id both encodings can carry
-        elif isinstance(ref, int) and not -(2**63) <= ref < 2**64:
-            ref = None  # a JSON integer msgpack cannot carry
+        ref = echo_ref(message)
         try:
             await self._dispatch(parse_command(message))
         except ErrorReply as error:

@@ -22,6 +22,7 @@ __all__ = [
     "Leave",
     "Ping",
     "Replay",
+    "echo_ref",
     "error_message",
     "parse_command",
 ]
@@ -129,13 +130,19 @@ def _parse_replay(m: dict[Any, Any]) -> Command:
     return Replay(_field(m, "table", str), _field(m, "round", int))
 
 
-def _parse_ping(m: dict[Any, Any]) -> Command:
-    ref = m.get("ref")
-    if isinstance(ref, bool):
-        ref = None
+def echo_ref(message: object) -> str | int | None:
+    """The message's `ref` if it is one we echo back: a short string or an integer both
+    encodings can carry (msgpack stops at 64 bits); anything else is answered as no ref."""
+    ref = message.get("ref") if isinstance(message, dict) else None
+    if isinstance(ref, bool) or not isinstance(ref, str | int) or len(str(ref)) > MAX_ID_LENGTH:
+        return None
     if isinstance(ref, int) and not -(2**63) <= ref < 2**64:
-        ref = None  # a JSON integer msgpack cannot carry: the pong could not be sent
-    return Ping(ref if isinstance(ref, str | int) and len(str(ref)) <= MAX_ID_LENGTH else None)
+        return None
+    return ref
+
+
+def _parse_ping(m: dict[Any, Any]) -> Command:
+    return Ping(echo_ref(m))
 
 
 _PARSERS: dict[str, Callable[[dict[Any, Any]], Command]] = {

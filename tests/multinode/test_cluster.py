@@ -15,7 +15,7 @@ import pytest
 
 from server.store.redis import RedisStore
 from tests.multinode.conftest import StartNode
-from tests.multinode.nodes import SCALE, Client
+from tests.multinode.nodes import SCALE, Client, NodeProcess
 from tests.redis_server import RedisProcess
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -111,6 +111,15 @@ def assert_rounds_whole(events: list[dict[str, Any]]) -> None:
                 assert kinds["card"] == result["cards_used"], number
 
 
+async def start_owner(start_node: StartNode, until: str) -> NodeProcess:
+    """The first node, once its table has reached an event of kind `until`: it owns t1."""
+    owner = await start_node("owner")
+    async with Client.connect(owner.url) as watcher:
+        await watcher.send(type="join", table="t1")
+        await watcher.next("event", kind=until)
+    return owner
+
+
 async def ledger_balanced(redis_server: RedisProcess) -> bool:
     store = RedisStore.from_url(redis_server.url)
     try:
@@ -152,10 +161,7 @@ async def test_owner_killed_mid_round_loses_no_bet(
     """kill -9 of the owner mid-deal while bots on other nodes bet: another node takes the
     table within the lease time plus a second and finishes the same round; every accepted
     bet is settled exactly once and the money is conserved."""
-    owner = await start_node("owner")
-    async with Client.connect(owner.url) as watcher:
-        await watcher.send(type="join", table="t1")
-        await watcher.next("event", kind="round_opened")  # the first node owns the table
+    owner = await start_owner(start_node, until="round_opened")
     others = [await start_node("n1"), await start_node("n2")]
     assert (await owner.status())["owned"][0]["table"] == "t1"
     async with Client.connect(others[0].url) as c1, Client.connect(others[1].url) as c2:
@@ -194,10 +200,7 @@ async def test_paused_owner_writes_nothing_stale(
 ) -> None:
     """SIGSTOP the owner past its lease: another node takes over; after SIGCONT the old owner
     commits nothing (its fencing token is stale) and steps down."""
-    owner = await start_node("owner")
-    async with Client.connect(owner.url) as watcher:
-        await watcher.send(type="join", table="t1")
-        await watcher.next("event", kind="card")
+    owner = await start_owner(start_node, until="card")
     other = await start_node("other")
     async with Client.connect(other.url) as client:
         bot = Bot("b", client)
