@@ -87,6 +87,7 @@ class Node:
             result_pause=settings.result_pause,
             next_round_pause=settings.next_round_pause,
             lease_ttl=settings.lease_ttl,
+            totals_interval=settings.totals_interval,
         )
         self.hub = Hub(self.store, push_settlement)
         self.loops = [

@@ -39,6 +39,7 @@ class Settings:
     max_frame_bytes: int = 16 * 1024
     history_events: int = 20_000
     history_rounds: int = 1_000
+    totals_interval: float = 0.25
 
     def __post_init__(self) -> None:
         if self.log_format not in ("auto", "json", "console"):
@@ -57,6 +58,8 @@ class Settings:
             raise ValueError("max buffer and max frame sizes must be at least 1024 bytes")
         if self.history_events < 1 or self.history_rounds < 1:
             raise ValueError("history sizes must be at least 1")
+        if not 0.01 <= self.totals_interval <= 60:  # also refuses nan
+            raise ValueError("totals interval must be 0.01-60 seconds")
 
     def resolved_node_id(self) -> str:
         return self.node_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
@@ -87,6 +90,7 @@ _HELP = {
     "max_frame_bytes": "largest frame a client may send (bigger closes with 1009)",
     "history_events": "events kept per table for reconnect catch-up",
     "history_rounds": "rounds kept per table for replay",
+    "totals_interval": "at most this often (seconds) a table shows its bet totals while betting",
 }
 
 

@@ -17,6 +17,7 @@ from server.core.errors import BetRejected, RejectCode
 
 __all__ = [
     "Bet",
+    "BetTotals",
     "Outcome",
     "Payout",
     "Paytable",
@@ -72,6 +73,21 @@ class Paytable:
             return stake * self.tie_pays if coup.winner is Winner.TIE else None
         won = coup.player_pair if spot is Spot.PLAYER_PAIR else coup.banker_pair
         return stake * self.pair_pays if won else None
+
+
+@dataclass(frozen=True, slots=True)
+class BetTotals:
+    """What a table shows of a round's bets: the money on each spot and how many, never who."""
+
+    totals: dict[str, int] = field(default_factory=dict)  # spot -> minor units, in Spot order
+    bettors: int = 0  # distinct players
+    bets: int = 0
+
+    @classmethod
+    def of(cls, totals: Mapping[str, int], bettors: int, bets: int) -> BetTotals:
+        """Only the spots with money on them, in Spot order whatever order `totals` has."""
+        ordered = {spot.value: totals[spot.value] for spot in Spot if totals.get(spot.value)}
+        return cls(ordered, bettors, bets)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ class EventKind(StrEnum):
     BURN = "burn"
     CUT_CARD = "cut_card"
     ROUND_OPENED = "round_opened"
-    BET_PLACED = "bet_placed"
+    BET_TOTALS = "bet_totals"  # the round's stakes per spot, never who placed them
     BETTING_CLOSED = "betting_closed"
     CARD = "card"
     ROUND_RESULT = "round_result"

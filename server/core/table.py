@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from server.core.bets import Bet, Outcome, Payout, settle_bets
+from server.core.bets import Bet, BetTotals, Outcome, Payout, settle_bets
 from server.core.cards import Card
 from server.core.coup import Coup, resolve_coup
 from server.core.errors import BetRejected, NotEnoughCards, RejectCode
@@ -28,6 +28,8 @@ __all__ = [
     "coup_of",
     "deal_next_card",
     "open_round",
+    "publish_totals",
+    "restart_table",
     "result_letter",
     "settle_round",
     "verify_bet_window",
@@ -187,11 +189,25 @@ def verify_bet_window(state: TableState, round_no: object, now_ms: int) -> None:
         )
 
 
-def close_betting(state: TableState) -> Transition:
-    """Close the window; the store refuses every bet from the moment this commits."""
+def _totals_event(totals: BetTotals) -> Payload:
+    return event(
+        EventKind.BET_TOTALS, totals=dict(totals.totals), bettors=totals.bettors, bets=totals.bets
+    )
+
+
+def publish_totals(state: TableState, totals: BetTotals) -> Transition:
+    """Show the open round's stakes per spot: spectators see how much, never who."""
     assert state.phase is Phase.BETTING, state.phase
-    ev = event(EventKind.BETTING_CLOSED)
-    return Transition(_advance(state, phase=Phase.DEALING), [ev])
+    return Transition(_advance(state), [_totals_event(totals)])
+
+
+def close_betting(state: TableState, totals: BetTotals | None = None) -> Transition:
+    """Close the window; the store refuses every bet from the moment this commits. `totals`,
+    when given, are the round's final totals, shown just before the close."""
+    assert state.phase is Phase.BETTING, state.phase
+    events = [_totals_event(totals)] if totals is not None else []
+    events.append(event(EventKind.BETTING_CLOSED))
+    return Transition(_advance(state, phase=Phase.DEALING), events)
 
 
 def coup_of(state: TableState) -> Coup:
@@ -294,3 +310,23 @@ def void_round(state: TableState, bets: list[Bet], reason: str) -> tuple[Transit
     )
     # The next round starts a fresh shoe: a voided round's cards must not be reused.
     return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [ev]), refunds
+
+
+def restart_table(
+    header: TableState, bets: list[Bet], reason: str
+) -> tuple[Transition, list[Payout]]:
+    """Start over a table whose stored state cannot be read or stepped, from what the store
+    keeps outside it (`header`: phase, round, version, shoe number; no shoe). A round that was
+    open is voided and every stake of it refunded, once (the commit is fenced and versioned);
+    a settled or voided one stays as it is. Either way the next round shuffles a new shoe."""
+    bare = TableState(
+        header.table_id,
+        phase=header.phase,
+        round=header.round,
+        version=header.version,
+        shoe_number=header.shoe_number,
+    )
+    if bare.phase in (Phase.BETTING, Phase.DEALING):
+        return void_round(bare, bets, reason)
+    # No shoe: open_round shuffles a new one. Nothing to refund: the round was paid or voided.
+    return Transition(_advance(bare, last_hand=True), []), []

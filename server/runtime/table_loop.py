@@ -4,6 +4,17 @@ The loop holds the table's lease while it plays. Each step loads the committed s
 until that state's next action is due, computes the pure transition and commits it under the
 lease's fencing token. Because every step starts from the stored state, a node that takes over
 a table continues the very round its previous owner left, from the same shoe position.
+
+While betting is open the loop also publishes the round's totals (bet_totals), at most every
+`totals_interval` and only when bets came in, plus a final one with betting_closed: spectators
+see how much is on each spot a few times a second, whatever the number of bets, and never who.
+
+Failure policy: a state the loop cannot read or step (a corrupt blob, a newer format, a bug
+in a transition) is tried STEP_ATTEMPTS times; then the table is restarted from the fields the
+store keeps outside the blob: the open round is voided, its stored bets refunded once (the
+commit is fenced and versioned), a new shoe follows, and `table_wedged` is logged as critical.
+If even that does not get the table going, the node gives the lease up and leaves the table
+to other nodes for `abandon_pause` (`table_abandoned`).
 """
 
 from __future__ import annotations
@@ -15,7 +26,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from server.core.bets import Payout
+from server.core.bets import BetTotals, Payout
 from server.core.errors import NotEnoughCards
 from server.core.rules import TableRules
 from server.core.table import (
@@ -26,13 +37,17 @@ from server.core.table import (
     coup_of,
     deal_next_card,
     open_round,
+    publish_totals,
+    restart_table,
     settle_round,
     void_round,
 )
 from server.runtime.clock import Clock
-from server.store.base import Event, StaleWrite, Store, StoreUnavailable
+from server.store.base import Event, StaleWrite, StateUnreadable, Store, StoreUnavailable
 
-__all__ = ["LeaseLost", "TableLoop", "Timings"]
+__all__ = ["STEP_ATTEMPTS", "LeaseLost", "TableLoop", "TableWedged", "Timings"]
+
+STEP_ATTEMPTS = 3  # failed tries on one stored state before the table is restarted
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +61,20 @@ class Timings:
     next_round_pause: float = 3.0  # settled -> next round opens
     lease_ttl: float = 3.0  # how long a silent owner keeps the table
     retry: float = 0.5  # how often a node not owning the table checks the lease
+    totals_interval: float = 0.25  # at most this often a bet_totals event while betting
+    abandon_pause: float = 30.0  # a table this node could not restart is left to others
 
 
 class LeaseLost(Exception):
     """Another node holds the table now; this loop must stop writing."""
+
+
+class TableWedged(Exception):
+    """The table's state cannot be read or stepped, even after restarting the table."""
+
+
+# Not a wedged table: the store is down or another node owns the table. Retried as before.
+_NOT_WEDGED = (StoreUnavailable, StaleWrite, LeaseLost)
 
 
 class TableLoop:
@@ -75,6 +100,10 @@ class TableLoop:
         self.on_commit = on_commit
         self.token: int | None = None  # the fencing token while this node owns the table
         self.log = structlog.get_logger("table").bind(table=table_id, node=node_id)
+        self._published = (0, 0)  # (round, bets) of the last bet_totals committed
+        self._failed_version: int | None = None  # the stored version that keeps failing
+        self._attempts = 0  # failed tries on it
+        self._restarted = False  # restarted the table, and no step has succeeded since
 
     @property
     def owning(self) -> bool:
@@ -83,6 +112,7 @@ class TableLoop:
     async def run(self) -> None:
         """Own the table whenever it is free; play while owning; never raise."""
         while True:
+            wedged = False
             try:
                 # Idempotent: recreates the table if the store lost it (e.g. a Redis without
                 # persistence restarted), so play resumes instead of failing forever.
@@ -92,16 +122,35 @@ class TableLoop:
                     self.token = lease.token
                     self.log.info("table_owned", token=lease.token)
                     await self._own(lease.token)
+            except* TableWedged as stuck:
+                wedged = True
+                self.log.critical(
+                    "table_abandoned",
+                    reason=str(stuck.exceptions[0]),
+                    pause=self.timings.abandon_pause,
+                    exc_info=stuck.exceptions[0],
+                )
             except* (LeaseLost, StaleWrite) as lost:
                 self.log.warning("lease_lost", reason=str(lost.exceptions[0]))
             except* StoreUnavailable as down:
                 self.log.warning("store_unavailable", error=str(down.exceptions[0]))
             except* Exception:
                 self.log.exception("table_loop_failed")
+            if wedged:
+                await self._step_down()
             # Not in a `finally`: a cancelled loop keeps its token so release() can still
             # give the lease up (Node.stop cancels the loops, then releases).
             self.token = None
-            await self.clock.sleep(self.timings.retry)
+            await self.clock.sleep(self.timings.abandon_pause if wedged else self.timings.retry)
+
+    async def _step_down(self) -> None:
+        """Give up a table this node cannot play: another node may take it at once, and this
+        one starts afresh when it next gets the table."""
+        self._failed_version, self._attempts, self._restarted = None, 0, False
+        try:
+            await self.release()
+        except StoreUnavailable:
+            self.token = None  # the lease lapses by itself: it is no longer renewed
 
     async def release(self) -> None:
         """Give the table up (graceful drain): another node can take it at once."""
@@ -128,11 +177,59 @@ class TableLoop:
     async def _play(self, token: int) -> None:
         rules = await self.store.rules(self.table_id) or self.rules
         while True:
-            state = await self.store.load_state(self.table_id)
-            assert state is not None
-            # Every log line of this task (ours, the store's) names the round it is about.
-            structlog.contextvars.bind_contextvars(table=self.table_id, round=state.round)
-            await self.step(state, rules, token)
+            try:
+                state = await self.store.load_state(self.table_id)
+                if state is None:  # e.g. a Redis without persistence restarted empty
+                    raise LeaseLost("the table is gone from the store")
+                # Every log line of this task (ours, the store's) names the round it is about.
+                structlog.contextvars.bind_contextvars(table=self.table_id, round=state.round)
+                await self.step(state, rules, token)
+            except _NOT_WEDGED:
+                raise
+            except Exception as error:  # unreadable or unsteppable: the failure policy
+                await self._failed(token, error)
+            else:
+                self._failed_version, self._attempts, self._restarted = None, 0, False
+
+    async def _failed(self, token: int, error: Exception) -> None:
+        """Count a failed step on the stored version; restart the table after STEP_ATTEMPTS."""
+        try:
+            header = await self.store.load_header(self.table_id)
+        except StateUnreadable as unreadable:  # nothing to restart from
+            raise TableWedged(f"not even the state's fields can be read: {unreadable}") from error
+        version = header.version if header is not None else None
+        if version != self._failed_version:
+            self._failed_version, self._attempts = version, 0
+        self._attempts += 1
+        self.log.error("table_step_failed", attempt=self._attempts, version=version, exc_info=error)
+        if self._attempts < STEP_ATTEMPTS:
+            await self.clock.sleep(self.timings.retry)
+            return
+        if header is None or self._restarted:
+            raise TableWedged(f"the state still cannot be read or stepped: {error!r}") from error
+        await self._restart(token, header, error)
+
+    async def _restart(self, token: int, header: TableState, error: Exception) -> None:
+        reason = f"the table's state could not be read or stepped ({type(error).__name__})"
+        self.log.critical(
+            "table_wedged",
+            round=header.round,
+            phase=header.phase.value,
+            version=header.version,
+            attempts=self._attempts,
+            exc_info=error,
+        )
+        try:
+            opened = header.phase in (Phase.BETTING, Phase.DEALING)
+            bets = await self.store.round_bets(self.table_id, header.round) if opened else []
+            transition, refunds = restart_table(header, bets, reason)
+            await self._commit(token, header, transition, refunds)
+        except _NOT_WEDGED:
+            raise
+        except Exception as failure:
+            raise TableWedged(f"the table could not be restarted: {failure!r}") from failure
+        self._restarted, self._attempts = True, 0
+        self.log.warning("round_voided", round=header.round, reason=reason, bets=len(bets))
 
     async def step(self, state: TableState, rules: TableRules, token: int) -> None:
         """Wait for the state's next action, then commit it."""
@@ -143,9 +240,17 @@ class TableLoop:
         elif state.phase is Phase.BETTING:
             remaining_ms = state.closes_at_ms - await self.store.now_ms()
             if remaining_ms > 0:
-                await self.clock.sleep(remaining_ms / 1000)
+                totals = await self._new_totals(state)
+                if totals is not None:
+                    await self._commit(token, state, publish_totals(state, totals))
+                    self._published = (state.round, totals.bets)
+                await self.clock.sleep(min(remaining_ms / 1000, self.timings.totals_interval))
                 return  # reload: the state is re-read and the deadline re-checked
-            await self._commit(token, state, close_betting(state))
+            # Past the deadline by the store's clock no bet is accepted: these totals are final.
+            totals = await self._new_totals(state)
+            await self._commit(token, state, close_betting(state, totals))
+            if totals is not None:
+                self._published = (state.round, totals.bets)
         else:
             await self._deal_or_settle(state, rules, token)
 
@@ -168,6 +273,13 @@ class TableLoop:
         await self._commit(token, state, transition, payouts)
         self.log.info("round_settled", round=state.round, bets=len(bets))
         await self.clock.sleep(self.timings.next_round_pause)
+
+    async def _new_totals(self, state: TableState) -> BetTotals | None:
+        """The round's totals if bets came in since the last ones published (a round's bets
+        only ever grow, so their count tells)."""
+        totals = await self.store.bet_totals(self.table_id, state.round)
+        published = self._published[1] if self._published[0] == state.round else 0
+        return totals if totals.bets != published else None
 
     async def _void(self, state: TableState, token: int, reason: str) -> None:
         bets = await self.store.round_bets(self.table_id, state.round)

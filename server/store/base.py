@@ -6,6 +6,9 @@ history. Every state change by a table's owner is one `commit`, checked against 
 fencing token and the state's version, so a stale owner can change nothing. Bets come from any
 node through `place_bet`, which checks the window against the store's own clock and debits in
 one atomic step.
+
+What a round leaves behind (its events, bets, receipts, settlements and totals) is kept as long
+as the round is held for replay, the last `history_rounds` rounds, and then forgotten together.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.core.bets import Bet, Payout
+from server.core.bets import Bet, BetTotals, Payout
 from server.core.events import Payload
 from server.core.rules import TableRules
 from server.core.table import TableState
@@ -31,6 +34,7 @@ __all__ = [
     "Settlement",
     "Snapshot",
     "StaleWrite",
+    "StateUnreadable",
     "Store",
     "StoreUnavailable",
 ]
@@ -47,6 +51,10 @@ class StaleWrite(Exception):
 
 class StoreUnavailable(Exception):
     """The backing service cannot be reached right now; the caller may retry later."""
+
+
+class StateUnreadable(Exception):
+    """The stored table state cannot be decoded (corrupt, or written in a newer format)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +127,10 @@ class Snapshot:
     seq: int  # the last event seq the state includes
     rules: TableRules
     bets: list[Bet] = field(default_factory=list)  # the asking player's bets this round
+    totals: dict[str, int] = field(
+        default_factory=dict
+    )  # this round: spot -> stakes, in Spot order
+    bettors: int = 0  # this round: distinct players with a bet
 
 
 class Store(abc.ABC):
@@ -136,11 +148,18 @@ class Store(abc.ABC):
     async def rules(self, table_id: str) -> TableRules | None: ...
 
     @abc.abstractmethod
-    async def load_state(self, table_id: str) -> TableState | None: ...
+    async def load_state(self, table_id: str) -> TableState | None:
+        """The committed state; StateUnreadable if its stored blob cannot be decoded."""
+
+    @abc.abstractmethod
+    async def load_header(self, table_id: str) -> TableState | None:
+        """What the store keeps outside the state blob, readable even when the blob is not:
+        phase, round, version, closes_at_ms and shoe_number, in a TableState with no shoe."""
 
     @abc.abstractmethod
     async def snapshot(self, table_id: str, player: str | None) -> Snapshot | None:
-        """The state and the seq of its last event, read together, plus the player's bets."""
+        """The state and the seq of its last event, read together, plus the player's bets and
+        the round's totals. StateUnreadable if the state blob cannot be decoded."""
 
     # --- players and bets ---------------------------------------------------------------
     @abc.abstractmethod
@@ -160,13 +179,19 @@ class Store(abc.ABC):
         spot: object,
         amount: object,
     ) -> BetReceipt:
-        """Check window (by the store's clock), spot, limits and balance; debit; record; append
-        a bet_placed event, all in one atomic step. A bet_id the player used before at this
-        table returns
-        the first receipt and debits nothing. Raises BetRejected with a code otherwise."""
+        """Check window (by the store's clock), spot, limits and balance; debit; record the bet
+        and add it to the round's totals, all in one atomic step, in time independent of the
+        bets already placed. No event: the owner publishes the totals (bet_totals). A bet_id
+        the player used at this table in a round still held returns the first receipt and
+        debits nothing. Raises BetRejected with a code otherwise."""
 
     @abc.abstractmethod
-    async def round_bets(self, table_id: str, round_no: int) -> list[Bet]: ...
+    async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
+        """Every bet of a round in order, while the round is held; [] once it is not."""
+
+    @abc.abstractmethod
+    async def bet_totals(self, table_id: str, round_no: int) -> BetTotals:
+        """The round's running totals (one cheap read, whatever the number of bets)."""
 
     # --- the owner's transitions ----------------------------------------------------------
     @abc.abstractmethod

@@ -1,4 +1,9 @@
-"""The msgpack forms the Redis engine stores: table state, rules, bets and event payloads.
+"""The msgpack forms the stores keep: table state, rules, bets and event payloads.
+
+The table state is a versioned blob: a map with `v`, the format it was written in. A node
+reads every older format (migrating it on the way in), so a rolling upgrade never stops a
+table; a blob it cannot read raises StateUnreadable, which the table loop's failure policy
+handles (docs/redis.md, "The state blob").
 
 Events are stored as the exact bytes broadcast to clients. The Lua scripts build each one as
 a msgpack map whose first five entries (type, table, seq, round, ts) they write themselves,
@@ -17,8 +22,10 @@ from server.core.bets import Bet, Paytable, Spot, SpotLimit, TableLimits
 from server.core.events import Payload
 from server.core.rules import TableRules
 from server.core.table import TableState
+from server.store.base import StateUnreadable
 
 __all__ = [
+    "STATE_FORMAT",
     "bet_from_bytes",
     "packb",
     "payload_pairs",
@@ -44,12 +51,44 @@ def payload_pairs(payload: Payload) -> tuple[int, bytes]:
     return len(payload), b"".join(packb(key) + packb(value) for key, value in payload.items())
 
 
+STATE_FORMAT = 1  # the `v` this node writes; bump it, and add a migration, on any change
+
+
 def state_to_bytes(state: TableState) -> bytes:
-    return packb(state.to_dict())
+    return packb({"v": STATE_FORMAT, **state.to_dict()})
 
 
 def state_from_bytes(data: bytes) -> TableState:
-    return TableState.from_dict(unpackb(data))
+    """The state in any format up to STATE_FORMAT; StateUnreadable for anything else."""
+    try:
+        raw = unpackb(data)
+        if not isinstance(raw, dict):
+            raise TypeError(f"a {type(raw).__name__}, not a map")
+        return TableState.from_dict(_migrate(raw))
+    except StateUnreadable:
+        raise
+    except Exception as error:  # any decoding or shape error: the blob is not a state
+        raise StateUnreadable(f"the stored table state cannot be read: {error!r}") from error
+
+
+def _migrate(data: dict[str, Any]) -> dict[str, Any]:
+    version = data.get("v", 0)  # blobs from before formats were numbered are format 0
+    if type(version) is not int or not 0 <= version <= STATE_FORMAT:
+        raise StateUnreadable(
+            f"the stored table state has format {version!r}; this node reads up to {STATE_FORMAT}"
+        )
+    while version < STATE_FORMAT:
+        data = _MIGRATIONS[version](data)
+        version = data["v"]
+    return data
+
+
+def _from_v0(data: dict[str, Any]) -> dict[str, Any]:
+    """Format 0 had the fields of format 1 and no `v`."""
+    return {**data, "v": 1}
+
+
+_MIGRATIONS = {0: _from_v0}  # format -> the step to the next one
 
 
 def rules_from_dict(data: Mapping[str, Any]) -> TableRules:

@@ -1,7 +1,9 @@
 """The in-memory engine: the embedded default, one process, no setup.
 
 Every method runs to completion without awaiting in between its check and its write, so on
-one event loop each is atomic, the same guarantee the Redis engine gets from Lua scripts.
+one event loop each is atomic, the same guarantee the Redis engine gets from Lua scripts. It
+keeps the state as the Redis engine does, an encoded blob beside the few fields bets are
+checked against, so both read, migrate and fail to read a state the same way.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from server.core.bets import Bet, Payout, parse_spot, verify_bet
+from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot, verify_bet
 from server.core.errors import BetRejected, RejectCode
-from server.core.events import EventKind, Payload, event
+from server.core.events import Payload
 from server.core.rules import TableRules
 from server.core.table import TableState, verify_bet_window
 from server.store.base import (
@@ -28,23 +30,49 @@ from server.store.base import (
     StaleWrite,
     Store,
 )
+from server.store.codec import state_from_bytes, state_to_bytes
 
 __all__ = ["MemoryStore"]
 
 
 @dataclass(slots=True)
+class _Round:
+    """One round's records, kept and forgotten together (the last history_rounds rounds)."""
+
+    events: list[Event] = field(default_factory=list)
+    bets: list[Bet] = field(default_factory=list)
+    # Running totals, so a bet costs the same however many were placed before it.
+    mine: dict[str, list[Bet]] = field(default_factory=dict)  # player -> their bets
+    stakes: dict[tuple[str, Spot], int] = field(default_factory=dict)  # limits: per player+spot
+    totals: dict[str, int] = field(default_factory=dict)  # spot -> all players' stakes
+    receipts: dict[tuple[str, str], BetReceipt] = field(default_factory=dict)  # (player, bet_id)
+    settlements: dict[str, Settlement] = field(default_factory=dict)
+
+    def bet_totals(self) -> BetTotals:
+        return BetTotals.of(self.totals, len(self.mine), len(self.bets))
+
+
+def _header(state: TableState) -> TableState:
+    """The fields the Redis engine keeps outside its state blob, and no shoe."""
+    return TableState(
+        state.table_id,
+        phase=state.phase,
+        round=state.round,
+        version=state.version,
+        closes_at_ms=state.closes_at_ms,
+        shoe_number=state.shoe_number,
+    )
+
+
+@dataclass(slots=True)
 class _Table:
     rules: TableRules
-    state: TableState
+    header: TableState  # what bets are checked against, readable whatever the blob holds
+    blob: bytes  # the state, stored as the Redis engine stores it (so it can be unreadable)
     seq: int = 0
     events: deque[Event] = field(default_factory=deque)
-    rounds: OrderedDict[int, list[Event]] = field(default_factory=OrderedDict)
-    bets: dict[int, list[Bet]] = field(default_factory=dict)
-    settlements: dict[tuple[int, str], Settlement] = field(default_factory=dict)
-    # (player, bet_id) -> receipt, grouped by round so old rounds can be forgotten together
-    receipts: OrderedDict[int, dict[tuple[str, str], BetReceipt]] = field(
-        default_factory=OrderedDict
-    )
+    rounds: OrderedDict[int, _Round] = field(default_factory=OrderedDict)
+    receipt_rounds: dict[tuple[str, str], int] = field(default_factory=dict)  # -> its round
     lease: Lease | None = None
     fence: int = 0  # last fencing token handed out
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -59,10 +87,9 @@ class MemoryStore(Store):
     ) -> None:
         self._now_ms = now_ms
         self._history_events = history_events
-        self._history_rounds = history_rounds
+        self._history_rounds = max(history_rounds, 1)
         self._tables: dict[str, _Table] = {}
         self._balances: dict[str, int] = {}
-        self._receipt_rounds: dict[tuple[str, str, str], int] = {}  # where each receipt is
         self._issued = 0
         self._in_play = 0
         self._house = 0
@@ -73,9 +100,24 @@ class MemoryStore(Store):
             raise BetRejected(RejectCode.UNKNOWN_TABLE, f"no table {table_id!r}")
         return table
 
+    def _round(self, table: _Table, round_no: int) -> _Round:
+        """The round's records, made on first use; the oldest round beyond history_rounds is
+        forgotten with everything it holds. A retried bet for a forgotten round is refused as
+        WRONG_ROUND, so forgetting its receipt can never debit twice."""
+        record = table.rounds.get(round_no)
+        if record is None:
+            record = table.rounds[round_no] = _Round()
+            while len(table.rounds) > self._history_rounds:
+                _, old = table.rounds.popitem(last=False)
+                for key in old.receipts:
+                    del table.receipt_rounds[key]
+        return record
+
     # --- tables -------------------------------------------------------------------------
     async def create_table(self, table_id: str, rules: TableRules) -> None:
-        self._tables.setdefault(table_id, _Table(rules, TableState(table_id)))
+        if table_id not in self._tables:
+            state = TableState(table_id)
+            self._tables[table_id] = _Table(rules, _header(state), state_to_bytes(state))
 
     async def table_ids(self) -> list[str]:
         return list(self._tables)
@@ -86,15 +128,21 @@ class MemoryStore(Store):
 
     async def load_state(self, table_id: str) -> TableState | None:
         table = self._tables.get(table_id)
-        return table.state if table else None
+        return state_from_bytes(table.blob) if table else None
+
+    async def load_header(self, table_id: str) -> TableState | None:
+        table = self._tables.get(table_id)
+        return table.header if table else None
 
     async def snapshot(self, table_id: str, player: str | None) -> Snapshot | None:
         table = self._tables.get(table_id)
         if table is None:
             return None
-        state = table.state
-        mine = [b for b in table.bets.get(state.round, []) if b.player == player]
-        return Snapshot(state, table.seq, table.rules, mine)
+        state = state_from_bytes(table.blob)
+        record = table.rounds.get(state.round, _Round())
+        mine = list(record.mine.get(player, [])) if player is not None else []
+        totals = record.bet_totals()
+        return Snapshot(state, table.seq, table.rules, mine, totals.totals, totals.bettors)
 
     # --- players and bets ---------------------------------------------------------------
     async def ensure_player(self, player: str, initial_balance: int) -> int:
@@ -116,32 +164,39 @@ class MemoryStore(Store):
         amount: object,
     ) -> BetReceipt:
         table = self._table(table_id)
-        receipt_round = self._receipt_rounds.get((player, table_id, bet_id))
-        if receipt_round is not None:
+        key = (player, bet_id)
+        held = table.receipt_rounds.get(key)
+        if held is not None:
             # The same bet_id again: the first answer, no second debit.
-            return table.receipts[receipt_round][(player, bet_id)]
-        verify_bet_window(table.state, round_no, self._now_ms())
+            return table.rounds[held].receipts[key]
+        verify_bet_window(table.header, round_no, self._now_ms())
         spot_ = parse_spot(spot)
         balance = self._balances.get(player, 0)
-        bets = table.bets.setdefault(table.state.round, [])
-        on_spot = sum(b.amount for b in bets if b.player == player and b.spot is spot_)
+        record = self._round(table, table.header.round)
+        on_spot = record.stakes.get((player, spot_), 0)
         verify_bet(table.rules.limits, spot_, amount, on_spot, balance)
         assert isinstance(amount, int)
         self._balances[player] = balance - amount
         self._in_play += amount
-        bets.append(Bet(bet_id, player, spot_, amount))
+        placed = Bet(bet_id, player, spot_, amount)
+        record.bets.append(placed)
+        record.mine.setdefault(player, []).append(placed)
+        record.stakes[(player, spot_)] = on_spot + amount
+        record.totals[spot_.value] = record.totals.get(spot_.value, 0) + amount
         receipt = BetReceipt(
-            table_id, table.state.round, bet_id, spot_.value, amount, balance - amount
+            table_id, table.header.round, bet_id, spot_.value, amount, balance - amount
         )
-        table.receipts.setdefault(receipt.round, {})[(player, bet_id)] = receipt
-        self._receipt_rounds[(player, table_id, bet_id)] = receipt.round
-        self._append(
-            table, [event(EventKind.BET_PLACED, player=player, spot=spot_.value, amount=amount)]
-        )
+        record.receipts[key] = receipt
+        table.receipt_rounds[key] = receipt.round
         return receipt
 
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
-        return list(self._table(table_id).bets.get(round_no, []))
+        record = self._table(table_id).rounds.get(round_no)
+        return list(record.bets) if record else []
+
+    async def bet_totals(self, table_id: str, round_no: int) -> BetTotals:
+        record = self._table(table_id).rounds.get(round_no)
+        return record.bet_totals() if record else BetTotals()
 
     # --- the owner's transitions ----------------------------------------------------------
     async def commit(
@@ -156,15 +211,12 @@ class MemoryStore(Store):
         table = self._table(table_id)
         if table.lease is None or table.lease.token != fence:
             raise StaleWrite(f"fencing token {fence} is not the lease holder's")
-        if table.state.version != expected_version:
-            raise StaleWrite(f"version {expected_version} is stale; at {table.state.version}")
-        table.state = state
+        if table.header.version != expected_version:
+            raise StaleWrite(f"version {expected_version} is stale; at {table.header.version}")
+        table.blob, table.header = state_to_bytes(state), _header(state)
         if payouts:
             self._credit(table, state, payouts)
-        stored = self._append(table, events)
-        table.bets = {r: b for r, b in table.bets.items() if r >= state.round - 1}
-        self._forget_old_rounds(table, state.round - self._history_rounds)
-        return stored
+        return self._append(table, events)
 
     def _credit(self, table: _Table, state: TableState, payouts: list[Payout]) -> None:
         by_player: dict[str, list[Payout]] = {}
@@ -173,27 +225,15 @@ class MemoryStore(Store):
             self._balances[payout.player] = self._balances.get(payout.player, 0) + payout.credit
             self._in_play -= payout.amount
             self._house += payout.amount - payout.credit
+        record = self._round(table, state.round)
         for player, mine in by_player.items():
-            table.settlements[(state.round, player)] = Settlement(
-                table.state.table_id,
-                state.round,
-                [p.to_dict() for p in mine],
-                self._balances[player],
+            record.settlements[player] = Settlement(
+                state.table_id, state.round, [p.to_dict() for p in mine], self._balances[player]
             )
 
-    def _forget_old_rounds(self, table: _Table, before: int) -> None:
-        """Receipts and settlements live as long as a round's replay does, so a long-running
-        embedded server does not grow without bound. A retried bet for a forgotten round is
-        refused as WRONG_ROUND, so forgetting its receipt can never debit twice."""
-        while table.receipts and next(iter(table.receipts)) < before:
-            old_round, receipts = table.receipts.popitem(last=False)
-            for player, bet_id in receipts:
-                del self._receipt_rounds[(player, table.state.table_id, bet_id)]
-            for player in {player for player, _ in receipts}:
-                table.settlements.pop((old_round, player), None)
-
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
-        return self._table(table_id).settlements.get((round_no, player))
+        record = self._table(table_id).rounds.get(round_no)
+        return record.settlements.get(player) if record else None
 
     # --- events ---------------------------------------------------------------------------
     def _append(self, table: _Table, payloads: list[Payload]) -> list[Event]:
@@ -203,19 +243,17 @@ class MemoryStore(Store):
             table.seq += 1
             ev: Event = {
                 "type": "event",
-                "table": table.state.table_id,
+                "table": table.header.table_id,
                 "seq": table.seq,
-                "round": table.state.round,
+                "round": table.header.round,
                 "ts": now,
                 **payload,
             }
             stored.append(ev)
             table.events.append(ev)
-            table.rounds.setdefault(table.state.round, []).append(ev)
+            self._round(table, ev["round"]).events.append(ev)
         while len(table.events) > self._history_events:
             table.events.popleft()
-        while len(table.rounds) > self._history_rounds:
-            table.rounds.popitem(last=False)
         if stored:
             table.wakeup.set()
             table.wakeup = asyncio.Event()
@@ -235,8 +273,8 @@ class MemoryStore(Store):
         return [table.events[i] for i in range(start, min(start + limit, len(table.events)))]
 
     async def round_events(self, table_id: str, round_no: int) -> list[Event] | None:
-        events = self._table(table_id).rounds.get(round_no)
-        return list(events) if events is not None else None
+        record = self._table(table_id).rounds.get(round_no)
+        return list(record.events) if record is not None and record.events else None
 
     async def follow(self, table_id: str, after_seq: int) -> AsyncIterator[Event]:
         table = self._table(table_id)

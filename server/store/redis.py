@@ -26,11 +26,20 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from server.core.bets import Bet, Payout, Spot, SpotLimit, TableLimits, parse_spot, verify_bet
+from server.core.bets import (
+    Bet,
+    BetTotals,
+    Payout,
+    Spot,
+    SpotLimit,
+    TableLimits,
+    parse_spot,
+    verify_bet,
+)
 from server.core.errors import BetRejected, RejectCode
-from server.core.events import EventKind, Payload, event
+from server.core.events import Payload
 from server.core.rules import TableRules
-from server.core.table import TableState
+from server.core.table import Phase, TableState
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
@@ -41,6 +50,7 @@ from server.store.base import (
     Settlement,
     Snapshot,
     StaleWrite,
+    StateUnreadable,
     Store,
     StoreUnavailable,
 )
@@ -66,7 +76,6 @@ _SCRIPTS = (
     "lease",
     "snapshot",
 )
-MAX_EXACT = 2**53  # Lua numbers are doubles: money must stay below this many minor units
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
 
 
@@ -104,6 +113,12 @@ def _bytes(value: object) -> bytes:
 
 def _entry_seq(entry_id: object) -> int:
     return int(_bytes(entry_id).split(b"-", 1)[0])
+
+
+def _totals(pairs: Sequence[object]) -> BetTotals:
+    """BetTotals from a totals hash's HGETALL pairs: spots, 'bets' and 'bettors'."""
+    counts = {_bytes(pairs[i]).decode(): int(_bytes(pairs[i + 1])) for i in range(0, len(pairs), 2)}
+    return BetTotals.of(counts, counts.get("bettors", 0), counts.get("bets", 0))
 
 
 def _entry_event(fields: object) -> Event:
@@ -240,14 +255,36 @@ class RedisStore(Store):
             raw = await self._redis.hget(self._table_keys(table_id).state, "blob")
         return state_from_bytes(_bytes(raw)) if raw is not None else None
 
+    async def load_header(self, table_id: str) -> TableState | None:
+        fields = ("phase", "round", "version", "closes_at_ms", "shoe")
+        with _reachable():
+            raw: list[Any] = await self._redis.hmget(self._table_keys(table_id).state, fields)
+        if raw[0] is None:
+            return None
+        try:
+            phase, (round_no, version, closes_at_ms, shoe) = Phase(raw[0].decode()), raw[1:]
+            return TableState(
+                table_id,
+                phase=phase,
+                round=int(round_no),
+                version=int(version),
+                closes_at_ms=int(closes_at_ms),
+                shoe_number=int(shoe or 0),  # written since format 1; 0 before
+            )
+        except (ValueError, TypeError) as error:
+            raise StateUnreadable(f"the table's state fields cannot be read: {error!r}") from error
+
     async def snapshot(self, table_id: str, player: str | None) -> Snapshot | None:
         keys = self._table_keys(table_id)
         reply = await self._run("snapshot", [keys.state], [keys.prefix])
         if reply is None:
             return None
-        blob, seq, rules, raw_bets = reply
+        blob, seq, rules, raw_bets, raw_totals = reply
         bets = [bet for bet in map(bet_from_bytes, raw_bets) if bet.player == player]
-        return Snapshot(state_from_bytes(blob), int(seq), rules_from_dict(unpackb(rules)), bets)
+        totals = _totals(raw_totals)
+        state = state_from_bytes(blob)
+        rules_ = rules_from_dict(unpackb(rules))
+        return Snapshot(state, int(seq), rules_, bets, totals.totals, totals.bettors)
 
     # --- players and bets ---------------------------------------------------------------
     async def ensure_player(self, player: str, initial_balance: int) -> int:
@@ -274,26 +311,13 @@ class RedisStore(Store):
             spot_ = None  # refused by the script, after the window checks, like the core
         whole = type(amount) is int and amount > 0
         spot_name = spot_.value if spot_ else ""
-        # The payload is used only if the bet is accepted, which no table's limits allow for an
-        # amount past what Lua counts exactly (2**53); msgpack could not even encode 2**64.
-        fits = whole and amount < MAX_EXACT  # type: ignore[operator]
-        payload = event(
-            EventKind.BET_PLACED, player=player, spot=spot_name, amount=amount if fits else 0
-        )
         keys = self._table_keys(table_id)
         reply = await self._run(
             "place_bet",
+            [keys.state, keys.rounds, self._player_key(player, "balance"), self._ledger_key],
             [
-                keys.state,
-                keys.stream,
-                keys.rounds,
-                self._player_key(player, "balance"),
-                self._player_key(player, "receipts"),
-                self._ledger_key,
-            ],
-            [
-                *(table_id, keys.prefix, *self._history, player, bet_id, _round_arg(round_no)),
-                *(spot_name, str(amount) if whole else "", *payload_pairs(payload)),
+                *(table_id, keys.prefix, self._history[1], player, bet_id, _round_arg(round_no)),
+                *(spot_name, str(amount) if whole else ""),
             ],
         )
         if reply[0] != b"OK":
@@ -331,6 +355,16 @@ class RedisStore(Store):
             await self._require_table(table_id)
         return [bet_from_bytes(_bytes(item)) for item in raw]
 
+    async def bet_totals(self, table_id: str, round_no: int) -> BetTotals:
+        with _reachable():
+            raw = await self._redis.hgetall(
+                self._table_keys(table_id).per_round("totals", round_no)
+            )
+        if not raw:
+            await self._require_table(table_id)
+            return BetTotals()
+        return _totals([item for pair in raw.items() for item in pair])
+
     # --- the owner's transitions ----------------------------------------------------------
     async def commit(
         self,
@@ -344,7 +378,7 @@ class RedisStore(Store):
         keys = self._table_keys(table_id)
         args: list[object] = [table_id, keys.prefix, *self._history, fence, expected_version]
         args += [state_to_bytes(state), state.phase.value, state.round, state.closes_at_ms]
-        args += [state.version, len(events)]
+        args += [state.version, state.shoe_number, len(events)]
         for payload in events:
             args += payload_pairs(payload)
         balances = []

@@ -1,9 +1,9 @@
 -- The owner's transition, atomically: check fence and version, store the state, credit
--- payouts (recording each player's settlement), append the events, forget old bets.
+-- payouts (recording each player's settlement), append the events.
 -- KEYS: 1 state, 2 stream, 3 rounds, 4 ledger, 5.. the balance of each paid player.
 -- ARGV: 1 id, 2 prefix, 3 keep_events, 4 keep_rounds, 5 fence, 6 expected version,
---       7 state blob, 8 phase, 9 round, 10 closes_at_ms, 11 version, 12 n events,
---       then (npairs, pairs) per event,
+--       7 state blob, 8 phase, 9 round, 10 closes_at_ms, 11 version, 12 shoe number,
+--       13 n events, then (npairs, pairs) per event,
 --       then (player, credit, -staked, house share, payouts) per paid player, as in KEYS.
 -- Replies: {'OK', event...} or a refusal.
 local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'version')
@@ -16,12 +16,14 @@ end
 if cur[2] ~= ARGV[6] then
   return {'VERSION', cur[2]}
 end
+-- Everything but the blob is kept beside it too: bets are checked against these fields, and
+-- a table whose blob cannot be read can still be voided and restarted from them.
 redis.call('HSET', KEYS[1], 'blob', ARGV[7], 'phase', ARGV[8], 'round', ARGV[9],
-  'closes_at_ms', ARGV[10], 'version', ARGV[11])
+  'closes_at_ms', ARGV[10], 'version', ARGV[11], 'shoe', ARGV[12])
 local t = table_context(ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4])
 t.round, t.ts = ARGV[9], now_ms()
-local n = tonumber(ARGV[12])
-local base = 12 + 2 * n
+local n = tonumber(ARGV[13])
+local base = 13 + 2 * n
 for i = 5, #KEYS do
   local a = base + (i - 5) * 5
   local balance = redis.call('INCRBY', KEYS[i], ARGV[a + 2])
@@ -35,16 +37,6 @@ for i = 5, #KEYS do
 end
 local out = {'OK'}
 for i = 1, n do
-  out[#out + 1] = append_event(t, tonumber(ARGV[11 + 2 * i]), ARGV[12 + 2 * i])
-end
--- Keep the bets of this round and the one before, as the memory engine does.
-local betrounds = ARGV[2] .. 'betrounds'
-local upto = int(tonumber(ARGV[9]) - 2)
-local old = redis.call('ZRANGEBYSCORE', betrounds, '-inf', upto)
-for _, r in ipairs(old) do
-  redis.call('DEL', ARGV[2] .. 'bets:' .. r, ARGV[2] .. 'stakes:' .. r)
-end
-if #old > 0 then
-  redis.call('ZREMRANGEBYSCORE', betrounds, '-inf', upto)
+  out[#out + 1] = append_event(t, tonumber(ARGV[12 + 2 * i]), ARGV[13 + 2 * i])
 end
 return out

@@ -34,16 +34,26 @@ local function table_context(id, prefix, state, stream, rounds, keep_events, kee
   }
 end
 
--- Make t.round the newest archived round, dropping the oldest rounds past keep_rounds
--- (their events and settlements go together).
+-- Forget everything round r left: its events, settlements, bets, stakes, totals and receipts
+-- (and their entries in the table's receipt index). O(bets of r), once per round.
+local function forget_round(prefix, r)
+  local receipts = prefix .. 'receipts:' .. r
+  local fields = redis.call('HKEYS', receipts)
+  for i = 1, #fields, 1000 do -- unpack() has a stack limit: HDEL in slices
+    redis.call('HDEL', prefix .. 'receipt_rounds', unpack(fields, i, math.min(i + 999, #fields)))
+  end
+  redis.call('DEL', prefix .. 'round:' .. r, prefix .. 'settle:' .. r, prefix .. 'bets:' .. r,
+    prefix .. 'stakes:' .. r, prefix .. 'totals:' .. r, receipts)
+end
+
+-- Make t.round the newest archived round, forgetting the oldest rounds past keep_rounds.
 local function archive_round(t)
   if redis.call('LINDEX', t.rounds, -1) == t.round then
     return
   end
   redis.call('RPUSH', t.rounds, t.round)
   while redis.call('LLEN', t.rounds) > t.keep_rounds do
-    local old = redis.call('LPOP', t.rounds)
-    redis.call('DEL', t.prefix .. 'round:' .. old, t.prefix .. 'settle:' .. old)
+    forget_round(t.prefix, redis.call('LPOP', t.rounds))
   end
 end
 
