@@ -259,6 +259,8 @@ class Session:
             "bets": [
                 {"bet_id": b.bet_id, "spot": b.spot.value, "amount": b.amount} for b in snap.bets
             ],
+            "totals": snap.totals,  # everyone's stakes this round, per spot; never who
+            "bettors": snap.bettors,
             "balance": await self.ctx.store.balance(self.player),
             "rules": snap.rules.to_dict(),
         }

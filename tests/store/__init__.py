@@ -1,4 +1,5 @@
-"""Helpers for the store tests: a manual clock, test rules, and an owner that drives a table."""
+"""Helpers for the store tests: a manual clock, test rules, an owner that drives a table, and a
+way to write a raw state blob into either engine."""
 
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ from server.core.table import (
     coup_of,
     deal_next_card,
     open_round,
+    publish_totals,
     settle_round,
     void_round,
 )
 from server.store.base import BetReceipt, Event, Store
+from server.store.memory import MemoryStore
+from server.store.redis import RedisStore
 
-__all__ = ["RULES", "TABLE", "ManualClock", "Owner", "bet", "take"]
+__all__ = ["RULES", "TABLE", "ManualClock", "Owner", "bet", "take", "write_blob"]
 
 TABLE = "t1"
 # Small limits so every limit case is reachable; the pair spots are not offered at all.
@@ -92,6 +96,11 @@ class Owner:
     async def close(self) -> list[Event]:
         return await self.apply(close_betting(self.state))
 
+    async def publish(self) -> list[Event]:
+        """Commit the round's current totals as a bet_totals event."""
+        totals = await self.store.bet_totals(self.table_id, self.state.round)
+        return await self.apply(publish_totals(self.state, totals))
+
     async def deal(self) -> list[Event]:
         events: list[Event] = []
         while self.state.dealt < coup_of(self.state).cards_used:
@@ -136,3 +145,13 @@ async def take(events: AsyncIterator[Event], count: int) -> list[Event]:
         return [await anext(events) for _ in range(count)]
 
     return await asyncio.wait_for(collect(), WAIT_S)
+
+
+async def write_blob(store: Store, table_id: str, blob: bytes) -> None:
+    """Overwrite the table's stored state blob (and nothing else), as corruption or a node
+    of another version would."""
+    if isinstance(store, MemoryStore):
+        store._tables[table_id].blob = blob
+        return
+    assert isinstance(store, RedisStore)
+    await store._redis.hset(f"{store.key_prefix}:{{t:{table_id}}}:state", "blob", blob)

@@ -7,12 +7,13 @@ import contextlib
 
 import pytest
 
-from server.core.bets import Spot
+from server.core.bets import BetTotals, Spot
 from server.core.errors import BetRejected, RejectCode
 from server.core.rules import PRESETS
 from server.core.table import Phase, TableState, close_betting, settle_round
-from server.store.base import Event, StaleWrite, Store
-from tests.store import RULES, TABLE, Owner, bet, take
+from server.store.base import StaleWrite, StateUnreadable, Store
+from server.store.codec import STATE_FORMAT, packb, state_to_bytes
+from tests.store import RULES, TABLE, Owner, bet, take, write_blob
 from tests.store.conftest import Advance, StoreFactory
 
 
@@ -123,7 +124,7 @@ async def test_repeated_bet_id_returns_first_receipt(table: Store) -> None:
     assert again == first
     assert await table.balance("alice") == 9_800
     assert len(await table.round_bets(TABLE, 1)) == 1
-    assert [e["kind"] for e in await table.events_after(TABLE, 0) or []].count("bet_placed") == 1
+    assert await table.bet_totals(TABLE, 1) == BetTotals({"player": 200}, 1, 1)
 
 
 async def test_bet_before_open_is_betting_closed(table: Store) -> None:
@@ -273,10 +274,11 @@ async def test_commit_before_any_lease_is_stale(table: Store) -> None:
 
 
 async def test_events_have_consecutive_seqs_from_one(table: Store) -> None:
-    """Commits and bets stamp type, table, seq (1, 2, ...), round, ts and keep the payload."""
+    """Commits stamp type, table, seq (1, 2, ...), round, ts and keep the payload."""
     owner = await Owner(table).start()
     events = await owner.open()
-    events.append(await _bet_event(table, "alice", 200, "player"))
+    await bet(table, "alice", 200, "player")
+    events += await owner.publish()
     events += await owner.finish()
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     for ev in events:
@@ -284,26 +286,53 @@ async def test_events_have_consecutive_seqs_from_one(table: Store) -> None:
         assert isinstance(ev["ts"], int) and isinstance(ev["kind"], str)
     kinds = [e["kind"] for e in events]
     assert kinds[:2] == ["shoe_shuffled", "burn"]
-    assert kinds.index("round_opened") < kinds.index("bet_placed") < kinds.index("betting_closed")
+    assert kinds.index("round_opened") < kinds.index("bet_totals") < kinds.index("betting_closed")
     assert kinds[-2:] == ["round_result", "round_settled"]
-    placed = events[kinds.index("bet_placed")]
-    assert (placed["player"], placed["spot"], placed["amount"]) == ("alice", "player", 200)
-    assert list(placed)[:6] == ["type", "table", "seq", "round", "ts", "kind"]
+    shown = events[kinds.index("bet_totals")]
+    assert (shown["totals"], shown["bettors"], shown["bets"]) == ({"player": 200}, 1, 1)
+    assert list(shown)[:6] == ["type", "table", "seq", "round", "ts", "kind"]
     assert await table.last_seq(TABLE) == len(events)
 
 
-async def _bet_event(store: Store, player: str, amount: int, spot: str) -> Event:
-    await bet(store, player, amount, spot)
-    seq = await store.last_seq(TABLE)
-    [ev] = await store.events_after(TABLE, seq - 1) or []
-    return ev
+async def test_a_bet_appends_no_event(table: Store) -> None:
+    """Privacy: an accepted bet is in the round's bets and totals, never in the table's
+    events (which every spectator gets); only its owner's receipt names it."""
+    await (await Owner(table).start()).open()
+    seq = await table.last_seq(TABLE)
+    await bet(table, "alice", 300, "banker")
+    await bet(table, "bob", 100, "tie")
+    assert await table.last_seq(TABLE) == seq
+    assert len(await table.round_events(TABLE, 1) or []) == seq
+    assert len(await table.round_bets(TABLE, 1)) == 2
+
+
+async def test_bet_totals_are_the_rounds_running_totals(table: Store) -> None:
+    """bet_totals: per spot (only spots with money, in Spot order), distinct bettors, bets."""
+    owner = await Owner(table).start()
+    assert await table.bet_totals(TABLE, 1) == BetTotals()
+    await owner.open()
+    assert await table.bet_totals(TABLE, 1) == BetTotals({}, 0, 0)
+    await bet(table, "alice", 60, "tie")
+    await bet(table, "bob", 300, "banker")
+    await bet(table, "alice", 200, "player")
+    await bet(table, "alice", 100, "player")
+    await rejected(table, "bob", 20_000, "player")  # refused bets count for nothing
+    totals = await table.bet_totals(TABLE, 1)
+    assert totals == BetTotals({"player": 300, "banker": 300, "tie": 60}, 2, 4)
+    assert list(totals.totals) == ["player", "banker", "tie"]
+    await owner.finish()
+    await owner.open()
+    await bet(table, "bob", 500, "player", round_no=2)
+    assert await table.bet_totals(TABLE, 2) == BetTotals({"player": 500}, 1, 1)
+    assert await table.bet_totals(TABLE, 1) == totals  # a held round keeps its totals
 
 
 async def test_events_after_and_round_events_return_what_was_stored(table: Store) -> None:
     """events_after and round_events give back exactly the events commits returned."""
     owner = await Owner(table).start()
     round1 = await owner.open()
-    round1.append(await _bet_event(table, "bob", 300, "banker"))
+    await bet(table, "bob", 300, "banker")
+    round1 += await owner.publish()
     round1 += await owner.finish()
     round2 = await owner.open()
     everything = round1 + round2
@@ -354,9 +383,10 @@ async def test_follow_yields_old_and_new_events_in_order(table: Store) -> None:
         assert await take(follower, len(opened) - 1) == opened[1:]
         pending = asyncio.ensure_future(take(follower, 2))
         await asyncio.sleep(0)  # let the follower start waiting before the appends
-        placed = await _bet_event(table, "alice", 100, "player")
+        await bet(table, "alice", 100, "player")
+        shown = await owner.publish()
         closed = await owner.close()
-        assert await pending == [placed, *closed]
+        assert await pending == [*shown, *closed]
     finally:
         await _aclose(follower)
 
@@ -485,21 +515,75 @@ async def test_ledger_balances_after_every_step(table: Store) -> None:
     assert ledger.issued == 15_000 and ledger.in_play == 0
 
 
-async def test_round_bets_keep_this_and_last_round(table: Store) -> None:
-    """round_bets lists a round's bets in order; rounds older than the last one are dropped."""
-    owner = await Owner(table).start()
+async def test_round_records_are_kept_while_the_round_is_held(make_store: StoreFactory) -> None:
+    """A round's bets (in order), totals, settlements and events are kept as long as the round
+    is held for replay (history_rounds), then forgotten together."""
+    store = await make_store(history_rounds=3)
+    await store.create_table(TABLE, RULES)
+    await store.ensure_player("alice", 10_000)
+    await store.ensure_player("bob", 10_000)
+    owner = await Owner(store).start()
     for round_no in (1, 2, 3):
         await owner.open()
         await bet(
-            table, "alice", 100 * round_no, "player", round_no=round_no, bet_id=f"r{round_no}"
+            store, "alice", 100 * round_no, "player", round_no=round_no, bet_id=f"a{round_no}"
         )
-        await bet(table, "bob", 100, "banker", round_no=round_no)
+        await bet(store, "bob", 100, "banker", round_no=round_no, bet_id=f"b{round_no}")
         await owner.finish()
-    assert (await table.round_bets(TABLE, 3))[0].bet_id == "r3"
-    assert len(await table.round_bets(TABLE, 2)) == 2
+    for round_no in (1, 2, 3):
+        held = await store.round_bets(TABLE, round_no)
+        assert [(b.bet_id, b.amount) for b in held] == [
+            (f"a{round_no}", 100 * round_no),
+            (f"b{round_no}", 100),
+        ]
+        assert (await store.bet_totals(TABLE, round_no)).bets == 2
+        assert await store.settlement(TABLE, round_no, "alice") is not None
+    await owner.open()  # round 4: round 1 is no longer held
+    assert await store.round_events(TABLE, 1) is None
+    assert await store.round_bets(TABLE, 1) == []
+    assert await store.bet_totals(TABLE, 1) == BetTotals()
+    assert await store.settlement(TABLE, 1, "alice") is None
+    assert len(await store.round_bets(TABLE, 2)) == 2
+    assert await balanced_ledger(store)
+
+
+async def balanced_ledger(store: Store) -> bool:
+    return (await store.ledger()).balanced
+
+
+async def test_receipts_are_kept_while_the_round_is_held(make_store: StoreFactory) -> None:
+    """One rule for both engines: a receipt is kept as long as its round is held
+    (history_rounds). Within it a retry gets the first receipt, whatever round it names and
+    after the window; once the round is forgotten the retry is WRONG_ROUND and debits nothing."""
+    store = await make_store(history_rounds=2)
+    await store.create_table(TABLE, RULES)
+    await store.ensure_player("p", 10_000)
+    owner = await Owner(store).start()
     await owner.open()
-    assert await table.round_bets(TABLE, 2) == []
-    assert len(await table.round_bets(TABLE, 3)) == 2
+    first = await bet(store, "p", 100, round_no=1, bet_id="b1")
+    await owner.finish()
+    await owner.open()  # round 2: round 1 is still held
+    assert await bet(store, "p", 500, "tie", round_no=2, bet_id="b1") == first
+    assert await bet(store, "p", 100, round_no=7, bet_id="b1") == first
+    assert await store.balance("p") == 9_900
+    await owner.finish()
+    await owner.open()  # round 3: round 1 is forgotten, with its receipts
+    with pytest.raises(BetRejected) as refused:
+        await bet(store, "p", 100, round_no=1, bet_id="b1")
+    assert refused.value.code is RejectCode.WRONG_ROUND
+    assert await store.balance("p") == 9_900
+    await balanced(store)
+
+
+async def test_the_same_bet_id_at_another_table_is_another_bet(table: Store) -> None:
+    """Receipts are per player and table: the same bet_id at another table is a new bet."""
+    await table.create_table("t2", RULES)
+    await (await Owner(table).start()).open()
+    await (await Owner(table, "t2").start()).open()
+    first = await bet(table, "alice", 100, bet_id="x")
+    other = await bet(table, "alice", 100, bet_id="x", table_id="t2")
+    assert (first.table, other.table, other.balance) == (TABLE, "t2", 9_800)
+    assert await bet(table, "bob", 100, bet_id="x") != first  # and per player
 
 
 async def test_snapshot_reads_state_seq_and_my_bets(table: Store) -> None:
@@ -515,8 +599,14 @@ async def test_snapshot_reads_state_seq_and_my_bets(table: Store) -> None:
     assert snap.seq == await table.last_seq(TABLE)
     assert snap.rules == RULES
     assert [(b.bet_id, b.amount) for b in snap.bets] == [("a1", 100), ("a2", 300)]
+    assert (snap.totals, snap.bettors) == ({"player": 100, "banker": 500}, 2)
     nobody = await table.snapshot(TABLE, None)
     assert nobody is not None and nobody.bets == []
+    assert (nobody.totals, nobody.bettors) == (snap.totals, 2)
+    await owner.finish()
+    await owner.open()
+    fresh = await table.snapshot(TABLE, "alice")
+    assert fresh is not None and (fresh.bets, fresh.totals, fresh.bettors) == ([], {}, 0)
 
 
 async def test_state_round_trips_with_the_shoe(table: Store) -> None:
@@ -529,6 +619,74 @@ async def test_state_round_trips_with_the_shoe(table: Store) -> None:
     assert state is not None and state.shoe is not None and owner.state.shoe is not None
     assert state.to_dict() == owner.state.to_dict()
     assert state.dealt_cards() == owner.state.dealt_cards()
+
+
+# --- the stored state: header, format versions, corruption ------------------------------
+
+
+async def test_header_is_the_state_without_its_shoe(table: Store) -> None:
+    """load_header gives phase, round, version, closes_at_ms and shoe number; None if unknown."""
+    header = await table.load_header(TABLE)
+    assert header is not None and (header.phase, header.round, header.version) == (
+        Phase.IDLE,
+        0,
+        0,
+    )
+    owner = await Owner(table).start()
+    await owner.open()
+    header = await table.load_header(TABLE)
+    state = owner.state
+    assert header is not None and header.shoe is None
+    assert (header.phase, header.round, header.version, header.closes_at_ms) == (
+        state.phase,
+        state.round,
+        state.version,
+        state.closes_at_ms,
+    )
+    assert header.shoe_number == state.shoe_number == 1
+    assert await table.load_header("nope") is None
+
+
+async def test_state_in_format_0_is_read(table: Store) -> None:
+    """A blob written before formats were numbered (no `v`) is read: a rolling upgrade goes on."""
+    owner = await Owner(table).start()
+    await owner.open()
+    await write_blob(table, TABLE, packb(owner.state.to_dict()))
+    state = await table.load_state(TABLE)
+    assert state is not None and state.to_dict() == owner.state.to_dict()
+    await owner.close()  # and it steps on from there, written in the current format
+    loaded = await table.load_state(TABLE)
+    assert loaded is not None and loaded.phase is Phase.DEALING
+    assert state_to_bytes(loaded)[:20] == state_to_bytes(owner.state)[:20]
+
+
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"junk",
+        b"",
+        packb([1, 2, 3]),
+        packb({"v": 1, "table_id": TABLE}),
+        packb({"v": STATE_FORMAT + 1, "table_id": TABLE, "phase": "betting"}),
+        packb({"v": "1"}),
+    ],
+    ids=["junk", "empty", "list", "missing-fields", "future-format", "bad-format"],
+)
+async def test_unreadable_state_raises_but_its_header_stays_readable(
+    table: Store, blob: bytes
+) -> None:
+    """A blob that is corrupt or of a newer format raises StateUnreadable from load_state and
+    snapshot; the header (kept outside the blob) still reads, bets are still judged by it."""
+    owner = await Owner(table).start()
+    await owner.open()
+    await write_blob(table, TABLE, blob)
+    with pytest.raises(StateUnreadable):
+        await table.load_state(TABLE)
+    with pytest.raises(StateUnreadable):
+        await table.snapshot(TABLE, "alice")
+    header = await table.load_header(TABLE)
+    assert header is not None and (header.phase, header.round) == (Phase.BETTING, 1)
+    assert (await bet(table, "alice", 100)).round == 1
 
 
 # --- leases --------------------------------------------------------------------------------

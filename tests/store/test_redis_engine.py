@@ -63,11 +63,14 @@ async def test_keys_of_a_table_share_one_hash_tag(table: Store, raw: Redis) -> N
         "settle:1",
         "bets:1",
         "stakes:1",
+        "totals:1",
+        "receipts:1",
+        "receipt_rounds",
     }
     assert len({key_slot(k.encode()) for k in table_keys}) == 1
     for player in ("alice", "bob"):
         mine = [k for k in player_keys if f"{{p:{player}}}" in k]
-        assert len({key_slot(k.encode()) for k in mine}) == 1
+        assert mine == [f"{prefix}:{{p:{player}}}:balance"]  # receipts live with the round
     assert sorted(set(keys) - set(table_keys) - set(player_keys)) == [
         f"{prefix}:ledger",
         f"{prefix}:tables",
@@ -105,15 +108,14 @@ async def test_close_racing_a_burst_of_bets_accepts_none_after_it(table: Store) 
     refused = [r for r in outcomes if isinstance(r, BetRejected)]
     assert len(accepted) + len(refused) == 200, [r for r in outcomes if isinstance(r, Exception)]
     assert all(r.code is RejectCode.BETTING_CLOSED for r in refused)
-    events = await table.events_after(TABLE, 0) or []
-    [closed] = [e for e in events if e["kind"] == "betting_closed"]
-    placed = [e for e in events if e["kind"] == "bet_placed"]
-    assert len(placed) == len(accepted)
-    assert all(e["seq"] < closed["seq"] for e in placed)
+    # Exactly the accepted bets are the round's, the ones its settlement will pay.
+    placed = await table.round_bets(TABLE, 1)
+    assert sorted(b.bet_id for b in placed) == sorted(r.bet_id for r in accepted)
+    assert (await table.bet_totals(TABLE, 1)).bets == len(accepted)
     ledger = await table.ledger()
     assert ledger.in_play == sum(r.amount for r in accepted) == 100 * len(accepted)
     assert ledger.balanced
-    assert len(await table.round_bets(TABLE, 1)) == len(accepted)
+    assert await table.last_seq(TABLE) == len(await table.events_after(TABLE, 0) or [])
 
 
 async def test_scripts_survive_a_script_cache_flush(table: Store, raw: Redis) -> None:
@@ -173,3 +175,23 @@ async def test_follow_raises_store_unavailable_when_redis_stops(own_server: Redi
     finally:
         await follower.aclose()  # type: ignore[attr-defined]
         await store.close()
+
+
+async def test_a_forgotten_round_leaves_no_key(make_store: StoreFactory, raw: Redis) -> None:
+    """Everything a round leaves (events, settlements, bets, stakes, totals, receipts and
+    their index entries) is deleted with its archive: nothing grows per player or per bet."""
+    store = await make_store(history_rounds=2)
+    await store.create_table(TABLE, RULES)
+    await store.ensure_player("alice", 10_000)
+    owner = await Owner(store).start()
+    for round_no in (1, 2, 3):
+        await owner.open()
+        await bet(store, "alice", 100, "player", round_no=round_no, bet_id=f"a{round_no}")
+        await owner.finish()
+    prefix = f"{prefix_of(store)}:{{t:{TABLE}}}:"
+    keys = {k.removeprefix(prefix) for k in await keys_of(raw, store)}
+    assert not {k for k in keys if k.endswith(":1")}
+    assert {"round:3", "bets:3", "stakes:3", "totals:3", "receipts:3", "settle:3"} <= keys
+    index = await raw.hgetall(prefix + "receipt_rounds")
+    assert sorted(index.values()) == [b"2", b"3"]
+    assert sorted(index) == [b"5:alice:a2", b"5:alice:a3"]

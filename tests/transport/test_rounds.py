@@ -87,16 +87,22 @@ async def test_spectator_and_bettor_see_a_whole_round(
     kinds = [e["kind"] for e in seen]
     assert kinds[kinds.index("round_opened") :] == [
         "round_opened",
-        *["bet_placed"] * len(BETS),
+        *["bet_totals"] * kinds.count("bet_totals"),
         "betting_closed",
         *["card"] * kinds.count("card"),
         "round_result",
         "round_settled",
     ]
-    placed = [e for e in seen if e["kind"] == "bet_placed"]
-    assert [(e["player"], e["spot"], e["amount"]) for e in placed] == [
-        (bettor.welcome["player"], spot, amount) for _, spot, amount in BETS
-    ]
+    # Everyone sees the stakes per spot, never who placed them; the last totals are final.
+    shown = [e for e in seen if e["kind"] == "bet_totals"]
+    assert shown and all("player" not in e for e in shown)
+    expected_totals: dict[str, int] = {}
+    for _, spot, amount in BETS:
+        expected_totals[spot] = expected_totals.get(spot, 0) + amount
+    assert shown[-1]["totals"] == {
+        s.value: expected_totals[s] for s in Spot if s in expected_totals
+    }
+    assert (shown[-1]["bettors"], shown[-1]["bets"]) == (1, len(BETS))
 
     # The coup, recomputed from the dealt cards, is the one announced.
     cards = [e for e in seen if e["kind"] == "card"]
