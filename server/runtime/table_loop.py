@@ -112,7 +112,7 @@ class TableLoop:
     async def run(self) -> None:
         """Own the table whenever it is free; play while owning; never raise."""
         while True:
-            wedged = False
+            wedged: BaseException | None = None  # why this node gives the table up
             try:
                 # Idempotent: recreates the table if the store lost it (e.g. a Redis without
                 # persistence restarted), so play resumes instead of failing forever.
@@ -123,25 +123,27 @@ class TableLoop:
                     self.log.info("table_owned", token=lease.token)
                     await self._own(lease.token)
             except* TableWedged as stuck:
-                wedged = True
-                self.log.critical(
-                    "table_abandoned",
-                    reason=str(stuck.exceptions[0]),
-                    pause=self.timings.abandon_pause,
-                    exc_info=stuck.exceptions[0],
-                )
+                wedged = stuck.exceptions[0]
             except* (LeaseLost, StaleWrite) as lost:
                 self.log.warning("lease_lost", reason=str(lost.exceptions[0]))
             except* StoreUnavailable as down:
                 self.log.warning("store_unavailable", error=str(down.exceptions[0]))
             except* Exception:
                 self.log.exception("table_loop_failed")
-            if wedged:
+            if wedged is not None:
                 await self._step_down()
+                self.log.critical(
+                    "table_abandoned",
+                    reason=str(wedged),
+                    pause=self.timings.abandon_pause,
+                    exc_info=wedged,
+                )
             # Not in a `finally`: a cancelled loop keeps its token so release() can still
             # give the lease up (Node.stop cancels the loops, then releases).
             self.token = None
-            await self.clock.sleep(self.timings.abandon_pause if wedged else self.timings.retry)
+            await self.clock.sleep(
+                self.timings.abandon_pause if wedged is not None else self.timings.retry
+            )
 
     async def _step_down(self) -> None:
         """Give up a table this node cannot play: another node may take it at once, and this
