@@ -317,3 +317,79 @@ async def test_round_the_shoe_cannot_finish_is_voided_and_refunded_once() -> Non
     assert not [e for e in events if e["kind"] == "round_settled" and e["round"] == opened.round]
     reopened = [e for e in events if e["kind"] == "shoe_shuffled"]
     assert reopened[-1]["round"] == opened.round + 1
+
+
+async def test_totals_are_shown_at_most_every_interval_and_only_when_bets_came() -> None:
+    """Privacy and flood safety: bets appear only as bet_totals events (spot totals, bettors,
+    bets; never who), at most one per totals_interval and none while nothing changes."""
+    clock = ManualClock()
+    store = await _store(clock)
+    for player in ("alice", "bob"):
+        await store.ensure_player(player, START_BALANCE)
+    async with _running(_loop(store, clock, "a")):
+        opened = await _state(store)
+        seq = await store.last_seq(TABLE)
+        await store.place_bet(TABLE, "alice", opened.round, "a1", "banker", 1_000)
+        await clock.advance(0.25)  # the loop's next look: one event for the new bet
+        await clock.advance(1.0)  # nothing new: nothing shown
+        for number in range(3):
+            await store.place_bet(TABLE, "bob", opened.round, f"b{number}", "player", 500)
+        await clock.advance(0.1)  # not yet: at most one event per interval
+        assert len(await _events(store)) == seq + 1
+        await clock.advance(0.15)
+    shown = [e for e in await _events(store) if e["kind"] == "bet_totals"]
+    assert [(e["totals"], e["bettors"], e["bets"]) for e in shown] == [
+        ({"banker": 1_000}, 1, 1),
+        ({"player": 1_500, "banker": 1_000}, 2, 4),
+    ]
+    assert shown[1]["ts"] - shown[0]["ts"] == 1_250  # at 0.25 s, then at 1.5 s
+    assert all(
+        set(e) == {"type", "table", "seq", "round", "ts", "kind", "totals", "bettors", "bets"}
+        for e in shown
+    )
+
+
+async def test_final_totals_come_just_before_betting_closed() -> None:
+    """A bet in the window's last moments is shown by a final bet_totals committed with
+    betting_closed; a round whose totals were already shown closes without another one."""
+    clock = ManualClock()
+    store = await _store(clock)
+    await store.ensure_player("carol", START_BALANCE)
+    async with _running(_loop(store, clock, "a")):
+        await clock.advance(TIMINGS.betting_window - 0.05)
+        await store.place_bet(TABLE, "carol", 1, "late", "tie", 100)
+        await _advance_until(clock, store, lambda s: s.round == 2)
+        await store.place_bet(TABLE, "carol", 2, "early", "player", 200)
+        await _advance_until(clock, store, lambda s: s.round == 2 and s.phase is Phase.DEALING)
+    events = await _events(store)
+    for round_no, totals, with_the_close in ((1, {"tie": 100}, True), (2, {"player": 200}, False)):
+        mine = [e for e in events if e["round"] == round_no]
+        [shown] = [e for e in mine if e["kind"] == "bet_totals"]
+        [closed] = [e for e in mine if e["kind"] == "betting_closed"]
+        assert shown["totals"] == totals and shown["seq"] == closed["seq"] - 1
+        assert (shown["ts"] == closed["ts"]) is with_the_close
+
+
+async def test_a_bet_flood_shows_a_bounded_number_of_totals() -> None:
+    """Thousands of bets in one window make at most window / totals_interval + 1 events."""
+    clock = ManualClock()
+    store = await _store(clock)
+    players = [f"p{i}" for i in range(50)]
+    for player in players:
+        await store.ensure_player(player, START_BALANCE)
+    async with _running(_loop(store, clock, "a")):
+        opened = await _state(store)
+        for number in range(2_000):
+            await store.place_bet(
+                TABLE, players[number % 50], opened.round, f"f{number}", "banker", 100
+            )
+            if number % 40 == 39:
+                await clock.advance(0.1)  # 2,000 bets spread over 5 s of the 10 s window
+        await _advance_until(clock, store, lambda s: s.phase is Phase.DEALING)
+    shown = [e for e in await _events(store) if e["kind"] == "bet_totals"]
+    assert len(shown) <= TIMINGS.betting_window / 0.25 + 1
+    assert (shown[-1]["totals"], shown[-1]["bettors"], shown[-1]["bets"]) == (
+        {"banker": 200_000},
+        50,
+        2_000,
+    )
