@@ -63,7 +63,10 @@ def _check(value: object, shape: object, where: str, problems: list[str]) -> Non
         if not any(type(value) is type(arg) and value == arg for arg in args):
             problems.append(f"{where}: {value!r} is not one of {', '.join(map(repr, args))}")
     elif origin is Union or origin is types.UnionType:
-        if all(shape_problems(value, arg, where) for arg in args):
+        tagged = [arg for arg in args if _tags_match(value, arg)]
+        if len(tagged) == 1:  # a union of messages or events: the one its type/kind names
+            _check(value, tagged[0], where, problems)
+        elif all(shape_problems(value, arg, where) for arg in args):
             problems.append(f"{where}: {value!r} fits none of {shape}")
     elif origin is list:
         if not isinstance(value, list):
@@ -80,6 +83,15 @@ def _check(value: object, shape: object, where: str, problems: list[str]) -> Non
             _check(item, args[1], f"{where}.{key}", problems)
     else:
         _check_plain(value, shape, where, problems)
+
+
+def _tags_match(value: object, shape: object) -> bool:
+    """Whether a map carries the `type` and `kind` a TypedDict shape fixes as literals."""
+    if not (isinstance(shape, type) and is_typeddict(shape) and isinstance(value, Mapping)):
+        return False
+    hints, _ = _fields(shape)
+    tags = [key for key in ("type", "kind") if get_origin(hints.get(key)) is Literal]
+    return bool(tags) and all(value.get(key) in get_args(hints[key]) for key in tags)
 
 
 def _check_plain(value: object, shape: object, where: str, problems: list[str]) -> None:

@@ -18,6 +18,7 @@ from typing import Literal, TypedDict, cast
 
 from server.core.bets import Bet, Payout
 from server.core.cards import Card
+from server.core.coup import Hand
 from server.core.roads import Roads, build_roads
 from server.core.rules import TableRules
 from server.core.table import Phase, TableState
@@ -537,7 +538,8 @@ def table_info(table_id: str, rules: TableRules) -> TableInfo:
 
 
 def card_view(hand: str, card: Card) -> CardView:
-    return cast(CardView, {"hand": hand, **_face(card)})
+    """One dealt card; `hand` may be a core Hand or its value (the wire gets the plain value)."""
+    return {"hand": Hand(hand).value, **_face(card)}
 
 
 def _face(card: Card) -> CardFace:
