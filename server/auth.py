@@ -110,7 +110,7 @@ def load_secret(value: str | None) -> str | None:
     that names no file."""
     if value is None or not value.strip():
         return None
-    path = Path(value)
+    path = Path(value).expanduser()
     if path.is_file():
         try:
             secret = path.read_text(encoding="utf-8").strip()
