@@ -364,6 +364,17 @@ class AuthPolicy:
             return Admission(ANONYMOUS)  # no token, no guests: may watch, never bet
         raise AuthError("a token is required")
 
+    def require_operator(self, headers: Mapping[str, str]) -> Identity:
+        """The operator an HTTP request's `Authorization: Bearer` names: AuthError 401 without a
+        valid token, 403 for a valid token of another role."""
+        token = _bearer(headers)
+        if token is None:
+            raise AuthError("an operator token is required (Authorization: Bearer)")
+        identity = verify_token(self.secret, token, now=self.clock())
+        if not identity.is_operator:
+            raise AuthError(f"role {identity.role.value} may not do this; operators only", 403)
+        return identity
+
     def _with_token(self, token: str, watch: bool) -> Admission:
         identity = verify_token(self.secret, token, now=self.clock())
         if identity.guest and not self.guests_allowed:

@@ -28,6 +28,7 @@ from server.auth import (
     parse_query,
     verify_token,
 )
+from tests.test_architecture import imports_of
 
 SECRET = "s" * MIN_SECRET_BYTES
 OTHER = "o" * MIN_SECRET_BYTES
@@ -620,3 +621,38 @@ def test_authenticate_never_crashes_on_junk_tokens(token: str) -> None:
     except AuthError as error:
         status = error.status
     assert status == 401
+
+
+# --- the operator API ---------------------------------------------------------------------------
+
+
+def test_require_operator_accepts_an_operator_token() -> None:
+    """An operator's Bearer token names the operator."""
+    headers = {"Authorization": f"Bearer {_token('operator', 'ops')}"}
+    assert _policy(SECRET).require_operator(headers) == Identity("ops", "ops", Role.OPERATOR)
+
+
+def test_require_operator_refuses_missing_or_bad_tokens_with_401() -> None:
+    """No token, a bad one, or a query-less request without the header: 401."""
+    policy = _policy(SECRET)
+    for headers in ({}, {"Authorization": "Bearer junk"}, {"Authorization": "Basic x"}):
+        with pytest.raises(AuthError) as caught:
+            policy.require_operator(headers)
+        assert caught.value.status == 401
+
+
+@pytest.mark.parametrize("role", ["player", "spectator"])
+def test_require_operator_refuses_other_roles_with_403(role: str) -> None:
+    """A valid token of another role: 403."""
+    headers = {"Authorization": f"Bearer {_token(role)}"}
+    with pytest.raises(AuthError, match="operators only") as caught:
+        _policy(SECRET).require_operator(headers)
+    assert caught.value.status == 403
+
+
+def test_auth_module_stays_off_the_network() -> None:
+    """server/auth.py imports no server layer, no event loop and no network or store library."""
+    path = Path(__file__).resolve().parents[1] / "server" / "auth.py"
+    tops = {name.split(".")[0] for _, name in imports_of(path.read_text(), "server.auth")}
+    assert tops.isdisjoint({"server", "asyncio", "websockets", "redis", "msgpack", "structlog"})
+    assert "jwt" in tops
