@@ -320,6 +320,11 @@ class AuthPolicy:
     guest_ttl_s: int = DEFAULT_GUEST_TTL_S
     clock: Callable[[], float] = field(default=time.time, compare=False)
 
+    def __post_init__(self) -> None:
+        check_secret(self.secret)
+        if not 0 < self.guest_ttl_s <= MAX_TTL_S:
+            raise ValueError(f"guest ttl must be 1 to {MAX_TTL_S} seconds")
+
     @classmethod
     def configure(
         cls,
@@ -379,11 +384,11 @@ class AuthPolicy:
         identity = verify_token(self.secret, token, now=self.clock())
         if identity.guest and not self.guests_allowed:
             raise AuthError("guest tokens are not accepted here")
+        # A guest's token is renewed on every connection, so a guest who keeps coming back
+        # keeps its player; one who stays away longer than guest_ttl_s is gone.
         renewed = self._guest_token(identity) if identity.guest else None
         if watch and identity.role is Role.PLAYER:
             identity = Identity(identity.player, identity.name, Role.SPECTATOR, identity.guest)
-        # A guest's token is renewed on every connection, so a guest who keeps coming back
-        # keeps its player; one who stays away longer than guest_ttl_s is gone.
         return Admission(identity, renewed)
 
     def new_guest(self) -> Admission:

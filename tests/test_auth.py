@@ -397,6 +397,13 @@ def test_configure_demo_mode() -> None:
     assert AuthPolicy.configure(None).secret != policy.secret  # each node its own
 
 
+@pytest.mark.parametrize(("secret", "ttl"), [("short", 60), (SECRET, 0)])
+def test_policy_refuses_a_short_secret_or_no_ttl(secret: str, ttl: int) -> None:
+    """A policy cannot be built with a weak secret or a guest TTL that is not positive."""
+    with pytest.raises(ValueError):
+        AuthPolicy.configure(secret, guest_ttl_s=ttl)
+
+
 def test_configure_with_a_secret() -> None:
     """With a secret: no guests, no anonymous spectators unless allowed."""
     policy = AuthPolicy.configure(SECRET)
