@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NoReturn, TextIO
 
+from server.auth import DEFAULT_TOKEN_TTL_S, Role, load_secret, mint_token
 from server.config import add_serve_arguments
 from server.core.bets import Paytable, Spot
 from server.core.cards import Card, parse_card
@@ -264,6 +266,50 @@ def _add_serve(subparsers: argparse._SubParsersAction[_Parser]) -> argparse.Argu
     return parser
 
 
+# --- token -----------------------------------------------------------------------------------
+
+
+def _run_token(args: argparse.Namespace) -> int:
+    value = args.secret if args.secret is not None else os.environ.get("BACCARAT_SECRET")
+    try:
+        secret = load_secret(value)
+        if secret is None:
+            return _fail("baccarat token", "no secret: pass --secret or set BACCARAT_SECRET")
+        print(mint_token(secret, args.player, name=args.name, role=args.role, ttl_s=args.ttl))
+    except ValueError as error:  # a short or unreadable secret, a bad id or name
+        return _fail("baccarat token", str(error))
+    return 0
+
+
+def _add_token(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    parser = subparsers.add_parser(
+        "token",
+        help="mint a signed token for a player, spectator or operator",
+        description="Print a signed token (JWT HS256) naming a player, for the WebSocket "
+        "(?token=...) or the operator API (Authorization: Bearer ...). Every node that shares "
+        "the secret accepts it.",
+    )
+    parser.add_argument(
+        "--player", required=True, help="the player id: 1-64 of A-Z a-z 0-9 . _ : @ -"
+    )
+    parser.add_argument("--name", help="display name (default: the player id)")
+    parser.add_argument(
+        "--role", choices=[role.value for role in Role], default=Role.PLAYER.value, help="(player)"
+    )
+    parser.add_argument(
+        "--ttl",
+        type=_positive,
+        default=DEFAULT_TOKEN_TTL_S,
+        metavar="SECONDS",
+        help=f"seconds the token stays valid ({DEFAULT_TOKEN_TTL_S})",
+    )
+    parser.add_argument(
+        "--secret",
+        help="the shared secret, or a file holding it (default: $BACCARAT_SECRET)",
+    )
+    parser.set_defaults(handler=_run_token)
+
+
 # --- entry point -----------------------------------------------------------------------------
 
 
@@ -274,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_odds(subparsers)
     _add_roads(subparsers)
     _add_serve(subparsers)
+    _add_token(subparsers)
     return parser
 
 

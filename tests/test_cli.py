@@ -10,8 +10,10 @@ import sys
 import types
 from pathlib import Path
 
+import jwt
 import pytest
 
+from server.auth import Identity, Role, verify_token
 from server.cli import build_parser, main
 
 BACCARAT = Path(sys.executable).parent / "baccarat"
@@ -170,6 +172,107 @@ def test_odds_too_few_cards_left(capsys: pytest.CaptureFixture[str]) -> None:
     dealt = " ".join(rank for rank in ranks for _ in range(4))
     err = _one_line_error(capsys, "odds", "--decks", "1", "--dealt", dealt.rsplit(" ", 5)[0])
     assert err == "baccarat odds: --dealt: the shoe has 5 cards; odds need at least 6"
+
+
+# --- token -----------------------------------------------------------------------------------
+
+SECRET = "cli-test-secret-" + "x" * 32
+
+
+@pytest.fixture
+def no_env_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BACCARAT_SECRET", raising=False)
+
+
+@pytest.mark.usefixtures("no_env_secret")
+def test_token_with_secret_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """`token` prints one token, signed with --secret, naming the player, name and role."""
+    status, out, err = _run(
+        capsys, "token", "--player", "alice", "--name", "Alice", "--role", "operator",
+        "--secret", SECRET,
+    )  # fmt: skip
+    assert (status, err) == (0, "")
+    assert len(out.splitlines()) == 1
+    assert verify_token(SECRET, out.strip()) == Identity("alice", "Alice", Role.OPERATOR)
+
+
+def test_token_secret_from_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --secret, BACCARAT_SECRET is used; the role defaults to player."""
+    monkeypatch.setenv("BACCARAT_SECRET", SECRET)
+    status, out, _ = _run(capsys, "token", "--player", "bob")
+    assert status == 0
+    assert verify_token(SECRET, out.strip()) == Identity("bob", "bob", Role.PLAYER)
+
+
+def test_token_secret_option_beats_environment(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--secret wins over BACCARAT_SECRET."""
+    monkeypatch.setenv("BACCARAT_SECRET", "e" * 40)
+    _, out, _ = _run(capsys, "token", "--player", "bob", "--secret", SECRET)
+    assert verify_token(SECRET, out.strip()).player == "bob"
+
+
+@pytest.mark.usefixtures("no_env_secret")
+def test_token_secret_from_a_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--secret naming a file uses the file's stripped contents."""
+    path = tmp_path / "secret"
+    path.write_text(SECRET + "\n")
+    _, out, _ = _run(capsys, "token", "--player", "carol", "--secret", str(path))
+    assert verify_token(SECRET, out.strip()).player == "carol"
+
+
+@pytest.mark.usefixtures("no_env_secret")
+def test_token_ttl(capsys: pytest.CaptureFixture[str]) -> None:
+    """--ttl sets exp = iat + ttl; the default is one day."""
+    _, out, _ = _run(capsys, "token", "--player", "a", "--ttl", "90", "--secret", SECRET)
+    claims = jwt.decode(out.strip(), options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == 90
+    _, out, _ = _run(capsys, "token", "--player", "a", "--secret", SECRET)
+    claims = jwt.decode(out.strip(), options={"verify_signature": False})
+    assert claims["exp"] - claims["iat"] == 86400
+
+
+@pytest.mark.usefixtures("no_env_secret")
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--player", "a"], "baccarat token: no secret: pass --secret or set BACCARAT_SECRET"),
+        (["--player", "a", "--secret", ""], "baccarat token: no secret"),
+        (["--player", "a", "--secret", "short"], "baccarat token: secret is 5 bytes"),
+        (["--player", "a", "--secret", "/no/such/file"], "baccarat token: no secret file at"),
+        (["--secret", SECRET], "baccarat token: the following arguments are required: --player"),
+        (["--player", "a b", "--secret", SECRET], "baccarat token: player id 'a b'"),
+        (["--player", "x" * 65, "--secret", SECRET], "baccarat token: player id"),
+        (["--player", "a", "--name", "", "--secret", SECRET], "baccarat token: name ''"),
+        (
+            ["--player", "a", "--role", "admin", "--secret", SECRET],
+            "baccarat token: argument --role",
+        ),
+        (["--player", "a", "--ttl", "0", "--secret", SECRET], "baccarat token: argument --ttl"),
+        (["--player", "a", "--ttl", "1h", "--secret", SECRET], "baccarat token: argument --ttl"),
+        (["--player", "a", "--ttl", str(10**12), "--secret", SECRET], "baccarat token: ttl"),
+    ],
+)
+def test_token_errors(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    """A missing secret or a bad argument: exit 2, nothing on stdout, one line on stderr."""
+    assert _one_line_error(capsys, "token", *argv).startswith(message)
+
+
+def test_console_script_token(tmp_path: Path) -> None:
+    """`baccarat token` runs as a process with the secret from the environment."""
+    done = subprocess.run(
+        [str(BACCARAT), "token", "--player", "dave", "--role", "spectator"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"BACCARAT_SECRET": SECRET, "PATH": "/usr/bin:/bin"},
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert verify_token(SECRET, done.stdout.strip()).role is Role.SPECTATOR
 
 
 # --- roads, serve, usage ----------------------------------------------------------------------
