@@ -293,3 +293,17 @@ def test_serve_on_a_busy_port_says_so_in_one_line() -> None:
         )
     assert done.returncode == 1
     assert "cannot start" in done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("interval", [0.0, 0.001, 61.0, float("nan"), float("inf")])
+def test_totals_interval_is_checked(interval: float) -> None:
+    """--totals-interval must be 0.01-60 seconds (nan and inf included): a clear ValueError."""
+    with pytest.raises(ValueError, match=r"totals interval must be 0\.01-60 seconds"):
+        Settings(totals_interval=interval)
+
+
+def test_totals_interval_reaches_the_table_loops() -> None:
+    """The node's loops publish bet totals at the configured pace."""
+    node = Node(Settings(totals_interval=0.5, tables="t=classic8"))
+    assert node.timings.totals_interval == 0.5
+    assert all(loop.timings.totals_interval == 0.5 for loop in node.loops)

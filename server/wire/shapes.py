@@ -29,8 +29,6 @@ __all__ = [
     "SERVER_MESSAGES",
     "BeadCell",
     "BetAccepted",
-    "BetPlacedEvent",
-    "BetPlacedPayload",
     "BetRejected",
     "BetTotalsEvent",
     "BetTotalsPayload",
@@ -221,15 +219,6 @@ class RoundOpenedPayload(TypedDict):
     rules: str
 
 
-class BetPlacedPayload(TypedDict):
-    """Today's per-bet event; issue 7 replaces it with bet_totals (players' bets stay private)."""
-
-    kind: Literal["bet_placed"]
-    player: str
-    spot: str
-    amount: int
-
-
 class BetTotalsPayload(TypedDict):
     kind: Literal["bet_totals"]
     totals: dict[str, int]  # spot -> minor units, only spots with money on them
@@ -289,9 +278,6 @@ class CutCardEvent(_Envelope, CutCardPayload): ...
 class RoundOpenedEvent(_Envelope, RoundOpenedPayload): ...
 
 
-class BetPlacedEvent(_Envelope, BetPlacedPayload): ...
-
-
 class BetTotalsEvent(_Envelope, BetTotalsPayload): ...
 
 
@@ -315,7 +301,6 @@ EventPayload = (
     | BurnPayload
     | CutCardPayload
     | RoundOpenedPayload
-    | BetPlacedPayload
     | BetTotalsPayload
     | BettingClosedPayload
     | CardPayload
@@ -328,7 +313,6 @@ TableEvent = (
     | BurnEvent
     | CutCardEvent
     | RoundOpenedEvent
-    | BetPlacedEvent
     | BetTotalsEvent
     | BettingClosedEvent
     | CardEvent
@@ -491,7 +475,6 @@ EVENTS: dict[str, type] = {
     "burn": BurnEvent,
     "cut_card": CutCardEvent,
     "round_opened": RoundOpenedEvent,
-    "bet_placed": BetPlacedEvent,
     "bet_totals": BetTotalsEvent,
     "betting_closed": BettingClosedEvent,
     "card": CardEvent,
@@ -504,7 +487,6 @@ EVENT_PAYLOADS: dict[str, type] = {
     "burn": BurnPayload,
     "cut_card": CutCardPayload,
     "round_opened": RoundOpenedPayload,
-    "bet_placed": BetPlacedPayload,
     "bet_totals": BetTotalsPayload,
     "betting_closed": BettingClosedPayload,
     "card": CardPayload,

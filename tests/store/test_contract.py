@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 
 import pytest
 
@@ -513,6 +514,30 @@ async def test_ledger_balances_after_every_step(table: Store) -> None:
         await balanced(table)
     ledger = await table.ledger()
     assert ledger.issued == 15_000 and ledger.in_play == 0
+
+
+async def test_running_totals_match_the_rounds_bets(table: Store) -> None:
+    """After a mix of accepted and refused bets (seeded), the running totals are exactly what
+    the round's bets add up to, on both engines."""
+    rng = random.Random(7)
+    players = [f"r{i}" for i in range(8)]
+    for player in players:
+        await table.ensure_player(player, 3_000)
+    await (await Owner(table).start()).open()
+    for number in range(120):
+        with contextlib.suppress(BetRejected):  # limits and balances refuse some
+            spot = rng.choice(["player", "banker", "tie"])
+            await bet(
+                table, rng.choice(players), rng.choice([50, 100, 250]), spot, bet_id=f"x{number}"
+            )
+    placed = await table.round_bets(TABLE, 1)
+    expected: dict[str, int] = {}
+    for one in placed:
+        expected[one.spot.value] = expected.get(one.spot.value, 0) + one.amount
+    totals = await table.bet_totals(TABLE, 1)
+    assert totals == BetTotals.of(expected, len({b.player for b in placed}), len(placed))
+    assert 20 < totals.bets < 120
+    assert (await table.ledger()).in_play == sum(expected.values())
 
 
 async def test_round_records_are_kept_while_the_round_is_held(make_store: StoreFactory) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from server.core.bets import Bet, BetTotals
 from server.core.errors import BetRejected, RejectCode
 from server.store.memory import MemoryStore
 from tests.store import RULES, TABLE, ManualClock, Owner, bet
@@ -30,4 +33,35 @@ async def test_old_rounds_receipts_and_settlements_are_forgotten_safely() -> Non
         await bet(store, "p", 100, round_no=1, bet_id="b1")
     assert refused.value.code is RejectCode.WRONG_ROUND
     assert await store.balance("p") == balance
+    assert (await store.ledger()).balanced
+
+
+class _NoScan(list[Bet]):
+    """A round's bet list that fails the test if anything reads through it."""
+
+    def __iter__(self) -> Iterator[Bet]:
+        raise AssertionError("place_bet read through the round's bets")
+
+
+async def test_a_bet_never_reads_through_the_rounds_bets() -> None:
+    """A bet's cost does not grow with the bets already placed: place_bet keeps running totals
+    (per player and spot for the limits, per spot, per player) and never walks the round's
+    bets, however many there are (before, it summed them all for every bet)."""
+    store = MemoryStore(ManualClock())
+    await store.create_table(TABLE, RULES)
+    owner = await Owner(store).start()
+    await owner.open()
+    record = store._tables[TABLE].rounds[1]
+    record.bets = _NoScan()
+    for number in range(300):
+        player = f"p{number % 100}"  # each bets 100 once on each of three spots
+        await store.ensure_player(player, 10_000)
+        await bet(store, player, 100, ("player", "banker", "tie")[number % 3], bet_id=f"b{number}")
+    with pytest.raises(BetRejected) as over:  # the limits still see the running totals
+        await bet(store, "p0", 1_000, "player", bet_id="over")
+    assert over.value.code is RejectCode.LIMIT
+    assert len(record.bets) == 300
+    assert record.bet_totals() == BetTotals(
+        {"player": 10_000, "banker": 10_000, "tie": 10_000}, 100, 300
+    )
     assert (await store.ledger()).balanced

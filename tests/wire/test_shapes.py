@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args, get_type_hints
 
 import pytest
 
-from server.core.bets import Bet, Outcome, Payout, Spot
+from server.core.bets import Bet, BetTotals, Outcome, Payout, Spot
 from server.core.cards import parse_card
 from server.core.events import EventKind
 from server.core.roads import build_roads, parse_results
@@ -23,6 +23,7 @@ from server.core.table import (
     coup_of,
     deal_next_card,
     open_round,
+    publish_totals,
     settle_round,
     void_round,
 )
@@ -59,8 +60,8 @@ def test_every_message_type_has_its_shape() -> None:
 
 
 def test_every_core_event_kind_has_its_shape() -> None:
-    """Each kind the core emits, plus bet_totals, has an event and a payload shape."""
-    kinds = {kind.value for kind in EventKind} | {"bet_totals"}
+    """Each kind the core emits has an event and a payload shape."""
+    kinds = {kind.value for kind in EventKind}
     assert set(shapes.EVENTS) == kinds
     assert set(shapes.EVENT_PAYLOADS) == kinds
     for kind in kinds:
@@ -270,7 +271,10 @@ def _core_payloads(seed: int, rules: TableRules) -> list[dict[str, Any]]:
     for round_no in range(1, 40):
         step = open_round(state, rules, 1_000 * round_no, 500, rng)
         payloads += step.events
-        step = close_betting(step.state)
+        totals = BetTotals.of({"player": 100, "tie": 100}, 2, 2)
+        step = publish_totals(step.state, totals)
+        payloads += step.events
+        step = close_betting(step.state, totals if round_no % 2 else None)
         payloads += step.events
         state = step.state
         if round_no % 13 == 0:
@@ -290,12 +294,12 @@ def _core_payloads(seed: int, rules: TableRules) -> list[dict[str, Any]]:
 
 
 def test_core_payloads_fit_their_shapes() -> None:
-    """What the core emits (every kind but the store's bet_placed) fits the payload shapes."""
+    """What the core emits fits the payload shapes."""
     payloads = _core_payloads(5, TableRules("one", decks=1, cut_card_from_end=7))
     kinds = {payload["kind"] for payload in payloads}
     assert kinds >= {
         "shoe_shuffled", "burn", "round_opened", "betting_closed", "card", "round_result",
-        "round_settled", "round_voided", "cut_card",
+        "round_settled", "round_voided", "cut_card", "bet_totals",
     }  # fmt: skip
     for payload in payloads:
         assert payload_problems(payload) == [], payload
@@ -345,7 +349,7 @@ def test_the_docs_hold_examples_of_most_messages() -> None:
     assert seen >= {
         "welcome", "joined", "left", "pong", "error", "bet_accepted", "bet_rejected",
         "settlement", "card", "round_opened", "round_result", "round_settled", "round_voided",
-        "cut_card", "burn", "shoe_shuffled", "betting_closed", "bet_placed",
+        "cut_card", "burn", "shoe_shuffled", "betting_closed", "bet_totals",
     }  # fmt: skip
 
 

@@ -1,8 +1,8 @@
 """Shape checks for messages the code sends today, before issues 7 and 8 add their fields.
 
 The shapes in server/wire/shapes.py already hold the new fields (snapshot and joined `epoch`,
-snapshot `totals` and `bettors`, welcome `role`). Until the session sends them, a message
-may lack exactly these and nothing else; delete each entry here when its field goes live.
+welcome `role`). Until the session sends them, a message may lack exactly these and nothing
+else; delete each entry here when its field goes live (snapshot `totals` and `bettors` did).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ __all__ = ["NOT_SENT_YET", "problems_today"]
 
 NOT_SENT_YET: dict[str, frozenset[str]] = {
     "welcome": frozenset({"role"}),
-    "snapshot": frozenset({"epoch", "totals", "bettors"}),
+    "snapshot": frozenset({"epoch"}),
     "joined": frozenset({"epoch"}),
 }
 
