@@ -24,6 +24,7 @@ __all__ = [
     "Phase",
     "TableState",
     "Transition",
+    "bare_state",
     "close_betting",
     "coup_of",
     "deal_next_card",
@@ -312,21 +313,27 @@ def void_round(state: TableState, bets: list[Bet], reason: str) -> tuple[Transit
     return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [ev]), refunds
 
 
-def restart_table(
-    header: TableState, bets: list[Bet], reason: str
-) -> tuple[Transition, list[Payout]]:
-    """Start over a table whose stored state cannot be read or stepped, from what the store
-    keeps outside it (`header`: phase, round, version, shoe number; no shoe). A round that was
-    open is voided and every stake of it refunded, once (the commit is fenced and versioned);
-    a settled or voided one stays as it is. Either way the next round shuffles a new shoe."""
-    bare = TableState(
+def bare_state(header: TableState) -> TableState:
+    """Only what a store keeps outside its state blob (phase, round, version, shoe number):
+    what a table whose blob cannot be read or stepped is restarted from. No shoe."""
+    return TableState(
         header.table_id,
         phase=header.phase,
         round=header.round,
         version=header.version,
         shoe_number=header.shoe_number,
     )
-    if bare.phase in (Phase.BETTING, Phase.DEALING):
+
+
+def restart_table(
+    bare: TableState, bets: list[Bet], reason: str
+) -> tuple[Transition, list[Payout]]:
+    """Start a table over from its bare state (see bare_state). A round being dealt is voided
+    and every stake of it refunded, once (the commit is fenced and versioned); a settled or
+    voided one stays as it is. Either way the next round shuffles a new shoe. A round still
+    taking bets must be closed first (close_betting), so that `bets` are all of them."""
+    assert bare.shoe is None and bare.phase is not Phase.BETTING, bare.phase
+    if bare.phase is Phase.DEALING:
         return void_round(bare, bets, reason)
     # No shoe: open_round shuffles a new one. Nothing to refund: the round was paid or voided.
     return Transition(_advance(bare, last_hand=True), []), []

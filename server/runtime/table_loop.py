@@ -33,6 +33,7 @@ from server.core.table import (
     Phase,
     TableState,
     Transition,
+    bare_state,
     close_betting,
     coup_of,
     deal_next_card,
@@ -222,10 +223,17 @@ class TableLoop:
             exc_info=error,
         )
         try:
-            opened = header.phase in (Phase.BETTING, Phase.DEALING)
-            bets = await self.store.round_bets(self.table_id, header.round) if opened else []
-            transition, refunds = restart_table(header, bets, reason)
-            await self._commit(token, header, transition, refunds)
+            state = bare_state(header)
+            if state.phase is Phase.BETTING:
+                # Stop the bets first: once this commits the store refuses every bet of the
+                # round, so the bets read below are all there is to refund.
+                closing = close_betting(state)
+                await self._commit(token, state, closing)
+                state = closing.state
+            dealing = state.phase is Phase.DEALING
+            bets = await self.store.round_bets(self.table_id, state.round) if dealing else []
+            transition, refunds = restart_table(state, bets, reason)
+            await self._commit(token, state, transition, refunds)
         except _NOT_WEDGED:
             raise
         except Exception as failure:

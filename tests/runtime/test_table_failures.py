@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import structlog.testing
 
+from server.core.bets import Bet
+from server.core.errors import BetRejected, RejectCode
 from server.core.table import Phase, TableState
 from server.runtime import table_loop
 from server.runtime.clock import ManualClock
@@ -208,3 +210,37 @@ async def test_a_state_in_the_previous_format_plays_on(
     kinds = [e["kind"] for e in await _events(any_store)]
     assert kinds[-2:] == ["round_result", "round_settled"]
     assert (await any_store.ledger()).balanced
+
+
+async def test_a_round_wedged_while_betting_is_closed_before_its_refunds(
+    any_store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wedged round still taking bets is closed before its bets are read for the refunds:
+    a bet racing the restart is refused, not debited and left unrefunded."""
+    await any_store.create_table(TABLE, RULES)
+    for player, balance in BALANCES.items():
+        await any_store.ensure_player(player, balance)
+    owner = await Owner(any_store, node="before").start()
+    await owner.open()  # a long window, on the store's clock
+    for player, bet_id, spot, amount in STAKES:
+        await bet(any_store, player, amount, spot, bet_id=bet_id)
+    await any_store.release_lease(TABLE, "before", owner.fence)
+    await write_blob(any_store, TABLE, b"\xc1junk")
+    read_bets = any_store.round_bets
+    racing: list[BaseException] = []
+
+    async def racing_bet_then_read(table_id: str, round_no: int) -> list[Bet]:
+        try:  # another node's bet, landing while the table restarts
+            await bet(any_store, "alice", 200, "banker", bet_id="racer")
+        except BetRejected as refused:
+            racing.append(refused)
+        return await read_bets(table_id, round_no)
+
+    monkeypatch.setattr(any_store, "round_bets", racing_bet_then_read)
+    async with _running(_loop(any_store, clock)):
+        await _advance_until(clock, any_store, lambda h: h.round == 2)
+    monkeypatch.undo()
+    assert [getattr(e, "code", None) for e in racing] == [RejectCode.BETTING_CLOSED]
+    kinds = [e["kind"] for e in await _events(any_store) if e["round"] == 1]
+    assert kinds[-2:] == ["betting_closed", "round_voided"]
+    await _assert_round_one_refunded_once(any_store)
