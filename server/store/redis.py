@@ -276,11 +276,12 @@ class RedisStore(Store):
 
     async def snapshot(self, table_id: str, player: str | None) -> Snapshot | None:
         keys = self._table_keys(table_id)
-        reply = await self._run("snapshot", [keys.state], [keys.prefix])
+        asking = ["1", player] if player is not None else ["0"]
+        reply = await self._run("snapshot", [keys.state], [keys.prefix, *asking])
         if reply is None:
             return None
         blob, seq, rules, raw_bets, raw_totals = reply
-        bets = [bet for bet in map(bet_from_bytes, raw_bets) if bet.player == player]
+        bets = [bet_from_bytes(raw) for raw in raw_bets]  # the player's own, in order
         totals = _totals(raw_totals)
         state = state_from_bytes(blob)
         rules_ = rules_from_dict(unpackb(rules))

@@ -34,16 +34,27 @@ local function table_context(id, prefix, state, stream, rounds, keep_events, kee
   }
 end
 
--- Forget everything round r left: its events, settlements, bets, stakes, totals and receipts
--- (and their entries in the table's receipt index). O(bets of r), once per round.
+-- Forget everything round r left: its events, settlements, bets (all, and each player's),
+-- stakes, totals and receipts, and their entries in the table's receipt index. O(bets of r),
+-- once per round. unpack() has a stack limit, hence the slices of 1000.
 local function forget_round(prefix, r)
   local receipts = prefix .. 'receipts:' .. r
   local fields = redis.call('HKEYS', receipts)
-  for i = 1, #fields, 1000 do -- unpack() has a stack limit: HDEL in slices
+  for i = 1, #fields, 1000 do
     redis.call('HDEL', prefix .. 'receipt_rounds', unpack(fields, i, math.min(i + 999, #fields)))
   end
+  local stakes = prefix .. 'stakes:' .. r
+  local mine = {}
+  for _, field in ipairs(redis.call('HKEYS', stakes)) do
+    if string.sub(field, 1, 4) == 'all:' then -- one per player who bet in round r
+      mine[#mine + 1] = prefix .. 'mine:' .. r .. ':' .. string.sub(field, 5)
+    end
+  end
+  for i = 1, #mine, 1000 do
+    redis.call('DEL', unpack(mine, i, math.min(i + 999, #mine)))
+  end
   redis.call('DEL', prefix .. 'round:' .. r, prefix .. 'settle:' .. r, prefix .. 'bets:' .. r,
-    prefix .. 'stakes:' .. r, prefix .. 'totals:' .. r, receipts)
+    stakes, prefix .. 'totals:' .. r, receipts)
 end
 
 -- Make t.round the newest archived round, forgetting the oldest rounds past keep_rounds.

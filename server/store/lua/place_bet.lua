@@ -48,7 +48,9 @@ archive_round(t) -- normally done by round_opened; makes sure this round is forg
 local after = redis.call('DECRBY', KEYS[3], ARGV[8])
 redis.call('HINCRBY', KEYS[4], 'balances', int(-amount))
 redis.call('HINCRBY', KEYS[4], 'in_play', ARGV[8])
-redis.call('RPUSH', prefix .. 'bets:' .. round, cmsgpack.pack({bet_id, player, spot, amount}))
+local record = cmsgpack.pack({bet_id, player, spot, amount})
+redis.call('RPUSH', prefix .. 'bets:' .. round, record)
+redis.call('RPUSH', prefix .. 'mine:' .. round .. ':' .. player, record) -- for snapshots
 redis.call('HINCRBY', stakes, field, ARGV[8])
 local totals = prefix .. 'totals:' .. round
 -- 'all:<player>' (no spot is called 'all') is the player's stake on every spot this round:

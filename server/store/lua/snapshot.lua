@@ -1,8 +1,12 @@
--- The state, its last seq, the rules, the round's bets and totals, read together.
--- KEYS: state. ARGV: prefix. Reply: {blob, seq, rules, {bet...}, {field, value, ...}} or nil.
+-- The state, its last seq, the rules, the player's bets and the round's totals, read together.
+-- KEYS: state. ARGV: prefix, '1' and the player, or '0' for nobody.
+-- Reply: {blob, seq, rules, {bet...}, {field, value, ...}} or nil.
 local st = redis.call('HMGET', KEYS[1], 'blob', 'seq', 'rules', 'round')
 if not st[1] then
   return nil
 end
-return {st[1], st[2], st[3], redis.call('LRANGE', ARGV[1] .. 'bets:' .. st[4], 0, -1),
-  redis.call('HGETALL', ARGV[1] .. 'totals:' .. st[4])}
+local mine = {}
+if ARGV[2] == '1' then
+  mine = redis.call('LRANGE', ARGV[1] .. 'mine:' .. st[4] .. ':' .. ARGV[3], 0, -1)
+end
+return {st[1], st[2], st[3], mine, redis.call('HGETALL', ARGV[1] .. 'totals:' .. st[4])}
