@@ -25,7 +25,7 @@ from server.store.base import BetReceipt, Event, Store
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 
-__all__ = ["RULES", "TABLE", "ManualClock", "Owner", "bet", "take", "write_blob"]
+__all__ = ["RULES", "TABLE", "ManualClock", "Owner", "bet", "read_blob", "take", "write_blob"]
 
 TABLE = "t1"
 # Small limits so every limit case is reachable; the pair spots are not offered at all.
@@ -155,3 +155,13 @@ async def write_blob(store: Store, table_id: str, blob: bytes) -> None:
         return
     assert isinstance(store, RedisStore)
     await store._redis.hset(f"{store.key_prefix}:{{t:{table_id}}}:state", "blob", blob)
+
+
+async def read_blob(store: Store, table_id: str) -> bytes:
+    """The table's stored state blob, as stored."""
+    if isinstance(store, MemoryStore):
+        return store._tables[table_id].blob
+    assert isinstance(store, RedisStore)
+    blob = await store._redis.hget(f"{store.key_prefix}:{{t:{table_id}}}:state", "blob")
+    assert isinstance(blob, bytes)
+    return blob
