@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
 
@@ -22,6 +21,7 @@ from server.transport.hub import Hub, Subscriber, TableFeed
 from server.wire.codec import Encoding, Frame, decode
 from tests.store import RULES, TABLE, ManualClock, Owner, bet
 from tests.transport.conftest import within
+from tests.transport.history import rewind
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -344,16 +344,6 @@ async def test_a_task_that_keeps_failing_is_given_up(store: MemoryStore, make_hu
 # --- the history goes backwards --------------------------------------------------------------
 
 
-def rewind(store: MemoryStore, to_seq: int) -> None:
-    """Make the store hold its history only up to `to_seq`, with the same epoch: what a
-    Redis restarted from an older dump, or a lagging replica, looks like."""
-    table = store._tables[TABLE]
-    table.seq = to_seq
-    table.events = deque(e for e in table.events if e["seq"] <= to_seq)
-    for round_no, events in list(table.rounds.items()):
-        table.rounds[round_no] = [e for e in events if e["seq"] <= to_seq]
-
-
 _players = itertools.count()
 
 
@@ -404,7 +394,7 @@ async def test_the_watchdog_notices_a_store_behind_the_feed(
     subs = [FakeSub(f"p{i}", hub=hub) for i in range(2)]
     feed.subscribe_after(subs[0], 0)
     feed.subscribe_after(subs[1], feed.last_seq)
-    rewind(store, events[-6]["seq"])
+    rewind(store, TABLE, events[-6]["seq"])
     for sub in subs:
         await sub.until(lambda sub=sub: bool(sub.snapshots))  # type: ignore[misc]
     new_epoch = await store.epoch(TABLE)
@@ -425,7 +415,7 @@ async def test_an_own_commit_under_a_delivered_seq_resets_at_once(
     owner, feed, events = await _history(store, clock, hub)
     sub = FakeSub(hub=hub)
     feed.subscribe_after(sub, feed.last_seq)
-    rewind(store, events[-4]["seq"])
+    rewind(store, TABLE, events[-4]["seq"])
     clock.now_ms += 1
     recommitted = await owner.close()
     hub.offer(TABLE, recommitted)
@@ -447,7 +437,7 @@ async def test_a_join_is_never_followed_by_another_history(
     read at once, and the client is resynced to the new history."""
     hub = make_hub(store, check_interval=QUIET)
     owner, _, events = await _history(store, clock, hub, n=20)
-    rewind(store, events[-15]["seq"])
+    rewind(store, TABLE, events[-15]["seq"])
     clock.now_ms += 1000
     await _played(store, clock, owner, 5)  # the new history, not handed to this node
     newcomer = FakeSub(hub=hub)
