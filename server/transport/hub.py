@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -76,6 +77,12 @@ Fanout = Callable[[dict[object, Subscriber], Frame], None]
 def websocket_fanout(subs: dict[object, Subscriber], frame: Frame) -> None:
     """One frame to many WebSocket connections, written without awaiting any of them."""
     broadcast(subs.keys(), frame)  # type: ignore[arg-type]
+
+
+def _table_task(coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
+    """A task of the table's, not of the connection that happened to start it: it does not
+    inherit that connection's log context (conn, player)."""
+    return asyncio.create_task(coro, context=contextvars.Context())
 
 
 @dataclass(slots=True)
@@ -277,8 +284,8 @@ class Hub:
         try:
             seq, epoch = await self.store.head(table_id)
             feed = TableFeed(self, table_id, seq, epoch)
-            feed.task = asyncio.create_task(self._follow(feed))
-            feed.watchdog = asyncio.create_task(self._watch(feed))
+            feed.task = _table_task(self._follow(feed))
+            feed.watchdog = _table_task(self._watch(feed))
             self.feeds[table_id] = feed
             future.set_result(feed)
             return feed
@@ -378,7 +385,7 @@ class Hub:
             feed.task.cancel()
             await asyncio.gather(feed.task, return_exceptions=True)
         feed.rebase(seq, epoch)
-        feed.task = asyncio.create_task(self._follow(feed))
+        feed.task = _table_task(self._follow(feed))
 
     # --- the commit hand-off ---------------------------------------------------------------
     def offer(self, table_id: str, events: list[Event]) -> None:
