@@ -282,8 +282,7 @@ class Hub:
         future: asyncio.Future[TableFeed] = asyncio.get_running_loop().create_future()
         self._starting[table_id] = future
         try:
-            seq, epoch = await self.store.head(table_id)
-            feed = TableFeed(self, table_id, seq, epoch)
+            feed = TableFeed(self, table_id, *await self._head(table_id))
             feed.task = _table_task(self._follow(feed))
             feed.watchdog = _table_task(self._watch(feed))
             self.feeds[table_id] = feed
@@ -305,7 +304,7 @@ class Hub:
             try:
                 if behind:
                     # Fell behind what the store holds: skip to now, and tell every client.
-                    seq, epoch = await self.store.head(feed.table_id)
+                    seq, epoch = await self._head(feed.table_id)
                     if not feed.stale:  # else the watchdog is resetting it already
                         feed.rebase(seq, epoch)
                     behind = False
@@ -365,7 +364,7 @@ class Hub:
         """One cheap read of the store's seq and epoch: reset the feed if the history went
         back or was replaced; otherwise attach the joins parked for this check."""
         generation, before = feed.generation, feed.last_seq
-        seq, epoch = await self.store.head(feed.table_id)
+        seq, epoch = await self._head(feed.table_id)
         if generation != feed.generation:
             feed.check_now.set()  # rebased meanwhile: look again
             return
@@ -386,6 +385,14 @@ class Hub:
             await asyncio.gather(feed.task, return_exceptions=True)
         feed.rebase(seq, epoch)
         feed.task = _table_task(self._follow(feed))
+
+    async def _head(self, table_id: str) -> tuple[int, str]:
+        """The store's seq and epoch. A table stored before histories had epochs (a node of
+        an older version made it) is given one here, so clients are never sent an empty one."""
+        seq, epoch = await self.store.head(table_id)
+        if not epoch:
+            epoch = await self.store.reset_epoch(table_id, "")
+        return seq, epoch
 
     # --- the commit hand-off ---------------------------------------------------------------
     def offer(self, table_id: str, events: list[Event]) -> None:

@@ -492,3 +492,12 @@ async def test_an_epoch_reset_by_another_node_is_adopted(
     await sub.until(lambda: bool(sub.snapshots))
     assert feed.epoch == theirs == await store.epoch(TABLE)
     assert sub.snapshots == [(feed.last_seq, theirs)]
+
+
+async def test_a_table_without_an_epoch_is_given_one(store: MemoryStore, make_hub: Make) -> None:
+    """A table stored by an older version has no epoch: the hub gives it one before any
+    client is sent an empty one."""
+    store._tables[TABLE].epoch = ""
+    hub = make_hub(store, check_interval=QUIET)
+    feed = await hub.feed(TABLE)
+    assert feed.epoch and feed.epoch == await store.epoch(TABLE)
