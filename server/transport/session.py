@@ -203,19 +203,22 @@ class Session:
         )
 
     async def _join(self, join: Join) -> None:
+        async with self._join_lock:  # never interleaved with a resync of this session
+            await self._join_unlocked(join)
+
+    async def _join_unlocked(self, join: Join) -> None:
         self._known_table(join.table)
         feed = await self.ctx.hub.feed(join.table)
-        async with self._join_lock:
-            was_live = feed.is_subscribed(self)
-            resume = feed.last_seq  # everything up to here was already sent while live
-            feed.unsubscribe(self)
-            try:
-                await self._catch_up(join, feed)
-            except Exception:
-                if was_live:  # a failed re-join leaves the earlier subscription as it was
-                    feed.subscribe_after(self, resume)
-                raise
-            self.joined.add(join.table)
+        was_live = feed.is_subscribed(self)
+        resume = feed.last_seq  # everything up to here was already sent to a live subscriber
+        feed.unsubscribe(self)
+        try:
+            await self._catch_up(join, feed)
+        except Exception:
+            if was_live:  # a failed re-join leaves the earlier subscription as it was
+                feed.subscribe_after(self, resume)
+            raise
+        self.joined.add(join.table)
 
     async def _catch_up(self, join: Join, feed: TableFeed, recovered: bool | None = None) -> None:
         after, epoch, from_store = join.since, join.epoch, False

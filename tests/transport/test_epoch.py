@@ -3,7 +3,12 @@ resync every joined client gets when the history goes back (memory engine)."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from server.app import Node
+from server.store.base import StoreUnavailable
 from server.store.memory import MemoryStore
 from tests.transport.conftest import TABLE, Client, ClientFactory, Message, within
 from tests.transport.history import rewind
@@ -96,3 +101,25 @@ async def test_history_going_back_resyncs_every_joined_client(
         assert [e["seq"] for e in client.events] == list(
             range(rejoined["seq"] + 1, last["seq"] + 1)
         )
+
+
+async def test_a_resync_the_store_cannot_serve_closes_the_connection(
+    node: Node, open_client: ClientFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resync's snapshot cannot be read, even after retries: the connection is closed
+    with 1011 (reconnect), never left joined but silently unsubscribed."""
+    store = node.store
+    assert isinstance(store, MemoryStore)
+    node.hub.retry_delay = 0.001
+    client = await open_client(node, max_queue=None)
+    _, joined = await _joined(client)
+    seen = await client.until_seq(joined["seq"] + 2)
+
+    async def down(*args: object) -> None:
+        raise StoreUnavailable("redis is unreachable: connection refused")
+
+    monkeypatch.setattr(store, "snapshot", down)
+    rewind(store, TABLE, seen["seq"] - 1)
+    async with asyncio.timeout(within(5)):
+        await client.ws.wait_closed()
+    assert client.ws.close_code == 1011
