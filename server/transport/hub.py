@@ -236,6 +236,13 @@ class TableFeed:
         for sub in dict.fromkeys(everyone):
             self._resync(sub)
 
+    def resync_waiting(self) -> None:
+        """Ask every join waiting ahead of this feed to start over from a fresh snapshot."""
+        waiting = list(self.waiting)
+        self.waiting.clear()
+        for sub in waiting:
+            self._resync(sub)
+
     def resolve_pending(self) -> None:
         """The store was read and agrees with this feed: attach the parked joins."""
         for sub, (seq, epoch) in list(self.pending.items()):
@@ -299,9 +306,15 @@ class Hub:
     async def _follow(self, feed: TableFeed) -> None:
         """Follow the table's history, resuming after errors from the last seq delivered.
         Returns once the history went back: the watchdog then starts a new follower."""
-        behind = False
+        behind = failed = False
         while not feed.stale:
             try:
+                if failed:
+                    # The store failed (restarted, failed over): a join waiting ahead holds a
+                    # snapshot this feed never saw and cannot check; it may be of data the
+                    # store lost. It starts again from a snapshot of what the store holds now.
+                    feed.resync_waiting()
+                    failed = False
                 if behind:
                     # Fell behind what the store holds: skip to now, and tell every client.
                     seq, epoch = await self._head(feed.table_id)
@@ -326,9 +339,11 @@ class Hub:
                 behind = True
             except (StoreUnavailable, BetRejected) as error:  # down, or lost the table
                 self.log.warning("follower_error", table=feed.table_id, error=str(error))
+                failed = True
                 await asyncio.sleep(FOLLOWER_PAUSE_S)
             except Exception:
                 self.log.exception("follower_failed", table=feed.table_id)
+                failed = True
                 await asyncio.sleep(FOLLOWER_PAUSE_S)
 
     async def _continues(self, feed: TableFeed) -> bool:

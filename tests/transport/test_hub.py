@@ -501,3 +501,39 @@ async def test_a_table_without_an_epoch_is_given_one(store: MemoryStore, make_hu
     hub = make_hub(store, check_interval=QUIET)
     feed = await hub.feed(TABLE)
     assert feed.epoch and feed.epoch == await store.epoch(TABLE)
+
+
+class DownOnceStore(MemoryStore):
+    """A memory store whose first follow() fails, as a Redis restarting would."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.follows = 0
+
+    async def follow(self, table_id: str, after_seq: int) -> AsyncIterator[Event]:
+        self.follows += 1
+        if self.follows == 1:
+            raise StoreUnavailable("redis is unreachable: connection reset")
+        async for event in super().follow(table_id, after_seq):
+            yield event
+
+
+async def test_a_join_waiting_ahead_starts_over_after_a_store_failure(
+    clock: ManualClock, make_hub: Make
+) -> None:
+    """A join waiting ahead holds a snapshot the feed never saw. After the store failed (it
+    may have come back without that data) the join is asked to resync rather than attached
+    to whatever the store writes under its seq next."""
+    store = DownOnceStore(clock)
+    await store.create_table(TABLE, RULES)
+    hub = make_hub(store, check_interval=QUIET)
+    feed = await hub.feed(TABLE)
+    owner = await _owner(store)
+    opened = await owner.open()
+    sub = FakeSub(hub=hub)
+    feed.subscribe_after(sub, opened[-1]["seq"])
+    await sub.until(lambda: bool(sub.snapshots))
+    assert sub.resyncs == 1 and store.follows == 2
+    closed = await owner.close()
+    await sub.until(lambda: closed[-1]["seq"] in sub.seqs)
+    assert sub.seqs == [e["seq"] for e in closed]
