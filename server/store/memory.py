@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 
 from server.core.bets import Bet, Payout, parse_spot, verify_bet
@@ -27,6 +27,7 @@ from server.store.base import (
     Snapshot,
     StaleWrite,
     Store,
+    new_epoch,
 )
 
 __all__ = ["MemoryStore"]
@@ -48,6 +49,7 @@ class _Table:
     lease: Lease | None = None
     fence: int = 0  # last fencing token handed out
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    epoch: str = field(default_factory=new_epoch)  # new per table and per process
 
 
 class MemoryStore(Store):
@@ -94,7 +96,7 @@ class MemoryStore(Store):
             return None
         state = table.state
         mine = [b for b in table.bets.get(state.round, []) if b.player == player]
-        return Snapshot(state, table.seq, table.rules, mine)
+        return Snapshot(state, table.seq, table.rules, mine, table.epoch)
 
     # --- players and bets ---------------------------------------------------------------
     async def ensure_player(self, player: str, initial_balance: int) -> int:
@@ -195,6 +197,13 @@ class MemoryStore(Store):
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
         return self._table(table_id).settlements.get((round_no, player))
 
+    async def settlements(
+        self, table_id: str, round_no: int, players: Collection[str]
+    ) -> dict[str, Settlement]:
+        held = self._table(table_id).settlements
+        found = {player: held.get((round_no, player)) for player in players}
+        return {player: s for player, s in found.items() if s is not None}
+
     # --- events ---------------------------------------------------------------------------
     def _append(self, table: _Table, payloads: list[Payload]) -> list[Event]:
         stored = []
@@ -223,6 +232,19 @@ class MemoryStore(Store):
 
     async def last_seq(self, table_id: str) -> int:
         return self._table(table_id).seq
+
+    async def epoch(self, table_id: str) -> str:
+        return self._table(table_id).epoch
+
+    async def head(self, table_id: str) -> tuple[int, str]:
+        table = self._table(table_id)
+        return table.seq, table.epoch
+
+    async def reset_epoch(self, table_id: str, seen: str) -> str:
+        table = self._table(table_id)
+        if table.epoch == seen:
+            table.epoch = new_epoch()
+        return table.epoch
 
     async def events_after(self, table_id: str, seq: int, limit: int = 1000) -> list[Event] | None:
         table = self._table(table_id)
