@@ -46,8 +46,13 @@ export class LobbyView {
     this.update();
   }
 
-  update() {
+  update(change = {}) {
     const { app } = this;
+    // Once the page has joined the tables, /status counts it among their watchers.
+    if (change.what === "joined" && !this.askedAfterJoin) {
+      this.askedAfterJoin = true;
+      this.fetchStatus();
+    }
     this.empty.hidden = app.tableOrder.length > 0;
     for (const id of app.tableOrder) {
       const st = app.tables.get(id);

@@ -21,6 +21,7 @@ function buildHeader() {
     player: document.querySelector("[data-testid=player]"),
     balance: document.querySelector("[data-testid=balance]"),
     notices: document.querySelector("[data-testid=notice]"),
+    offline: document.querySelector(".offline"),
   };
   return {
     update() {
@@ -31,9 +32,10 @@ function buildHeader() {
       if (state === "reconnecting") {
         const d = app.connDetail;
         const why = d.opened ? "Connection lost" : "Cannot reach the server";
-        text = `${why}: reconnecting in ${(d.retryInMs / 1000).toFixed(1)} s…`;
+        text = `${why}: reconnecting (attempt ${app.conn.attempt})…`;
       }
       setText(el.connectionText, text);
+      el.offline.hidden = state !== "reconnecting";
       const who = app.player
         ? `${app.name || app.player}${app.isSpectator ? " (spectator)" : ""}`
         : app.isSpectator
