@@ -19,7 +19,12 @@ export class LobbyView {
       h(
         "p",
         { class: "lobby-hint" },
-        "Pick a table to play. Each one has its own shoe and its own rules; your balance is shared.",
+        "Pick a table to play. Each one has its own shoe and its own rules; your balance is shared. ",
+        "Play with a friend: open ",
+        h("a", { href: "/?guest=new#/", target: "_blank", rel: "noopener" }, "another tab as a new guest"),
+        " or ",
+        h("a", { href: "/?role=spectator#/", target: "_blank", rel: "noopener" }, "watch as a spectator"),
+        ".",
       ),
       this.empty,
       this.list,

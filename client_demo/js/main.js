@@ -6,7 +6,10 @@ import { money } from "./format.js";
 import { LobbyView } from "./lobby.js";
 import { TableView } from "./table_view.js";
 
-const app = new App(window.location, window.localStorage);
+// ?guest=new: this tab is a guest of its own (its token lives in sessionStorage, so a refresh
+// keeps it), e.g. to play against a friend in another tab of the same browser.
+const perTab = new URLSearchParams(window.location.search).has("guest");
+const app = new App(window.location, perTab ? window.sessionStorage : window.localStorage);
 window.__baccarat = app; // for tests and curious developers: the whole state, read-only please
 
 const header = buildHeader();

@@ -44,9 +44,9 @@ INSTALL_HINT = (
     "and `pip install playwright` (or `pip install -e '.[test]'`); set BACCARAT_CHROMIUM to "
     "use another Chromium binary"
 )
-# Short rounds: about 3.5 s each (2 s to bet, cards 0.2 s apart).
+# Short rounds: about 5 s each (3 s to bet, cards 0.2 s apart).
 TIMINGS: dict[str, Any] = {
-    "betting_window": 2.0 * SCALE,
+    "betting_window": 3.0 * SCALE,
     "deal_interval": 0.2,
     "close_pause": 0.2,
     "result_pause": 0.3,
@@ -54,7 +54,7 @@ TIMINGS: dict[str, Any] = {
     "lease_ttl": 3.0,
 }
 TABLES = "t1=classic8,t2=punto6"
-ROUND_SECONDS = 4.0 * SCALE
+ROUND_SECONDS = 5.0 * SCALE
 
 Message = dict[str, Any]
 

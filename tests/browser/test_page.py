@@ -149,8 +149,17 @@ def test_bet_deal_settle_roads_and_replay(
 ) -> None:
     watcher = observer("t1")
     page = open_page("/#/t/t1")
+    # A friend in another tab of the same browser, as a guest of their own.
+    friend = open_page("/?guest=new#/t/t1", context=page.context)
     wait_open(page)
-    round_no = wait_betting(page)
+    wait_open(friend)
+    assert friend.evaluate("window.__baccarat.player") != page.evaluate("window.__baccarat.player")
+    round_no = wait_betting(page, min_ms=2200)
+    # (A background tab gets no animation frames, and Playwright waits for them to click.)
+    friend.get_by_test_id("chip-500").click()
+    friend.get_by_test_id("spot-player").click()
+    friend.get_by_test_id("confirm").click()
+    page.bring_to_front()
     before = balance(page)
     beads = road_cells(page, "bead-plate")
     page.evaluate(WATCH_CARDS, [".hands", "card"])
@@ -164,8 +173,10 @@ def test_bet_deal_settle_roads_and_replay(
     expect(page.get_by_test_id("balance")).to_have_attribute("data-value", str(before - 1100))
     expect(page.get_by_test_id("spot-banker")).to_have_attribute("data-mine", "1000")
     expect(page.get_by_test_id("spot-player_pair")).to_have_attribute("data-mine", "100")
-    # The live totals on the spots include our bet (bet_totals, or bet_placed before it).
+    # The live totals on the spots: every player's stakes (bet_totals, or bet_placed before it).
     expect(page.get_by_test_id("total-banker")).to_have_attribute("data-value", "1000")
+    expect(page.get_by_test_id("total-player")).to_have_attribute("data-value", "500")
+    expect(friend.get_by_test_id("spot-player")).to_have_attribute("data-mine", "500")
 
     # Each card appears as its event arrives, in deal order, one at a time.
     result = watcher.wait_for(
