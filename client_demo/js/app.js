@@ -265,6 +265,9 @@ export class App {
     const st = this.tables.get(msg.table);
     if (!st) return;
     st.applySnapshot(msg);
+    if (msg.recovered === false) {
+      this.notice(`Table ${st.id}: the events missed while away are no longer held; the table was reloaded.`, "info");
+    }
     if (typeof msg.balance === "number") this.balance = msg.balance;
     if (msg.phase === "betting" && typeof msg.time_left_ms === "number" && msg.time_left_ms > 0) {
       this.snapshotOffsetMs = msg.closes_at - msg.time_left_ms - Date.now();

@@ -49,7 +49,7 @@ function buildHeader() {
       setAttr(el.player, "data-role", app.role || (app.isSpectator ? "spectator" : app.player ? "player" : null));
       setText(el.balance, app.balance === null ? "—" : money(app.balance));
       setAttr(el.balance, "data-value", app.balance);
-      el.balance.parentElement.hidden = app.isSpectator && app.balance === null;
+      el.balance.parentElement.hidden = app.isSpectator; // a spectator has no money here
       const shown = [...el.notices.children].map((n) => n.dataset.id).join(",");
       if (shown !== app.notices.map((n) => n.id).join(",")) {
         el.notices.replaceChildren(

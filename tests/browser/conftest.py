@@ -24,7 +24,9 @@ from tests.browser.harness import (
 )
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while Playwright's sync API is open it keeps an event loop
+# running in this thread, and the asyncio tests that follow could not run theirs.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     path = chromium_path()
     if path is None:
