@@ -3,12 +3,14 @@ limits, spectators, refresh, and recovery after the server restarts or drops the
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from server.core.roads import build_roads
 from tests.browser.harness import ROUND_SECONDS, LiveServer, Observer, within
 
 expect: Any
@@ -368,3 +370,22 @@ def test_refresh_and_token_link_are_the_same_player(
     other = open_page(f"/?token={token}#/t/t1")
     wait_open(other)
     expect(other.get_by_test_id("player")).to_have_attribute("data-player", player)
+
+
+def test_derived_road_layout_follows_the_servers_big_road_rules(
+    open_page: PageFactory, server: LiveServer
+) -> None:
+    """The page lays out derived-road marks itself (the server sends them as a list); fed the
+    big road's own winners, its layout must be the server's big road, dragon tails included."""
+    rng = random.Random(9)
+    cases = ["B" * 9 + "P" * 8 + "B" * 7 + "P" * 3 + "B" * 12, "BPBPBBPPPBBBB" * 3]
+    cases += ["".join(rng.choice("BBBPPPT") for _ in range(rng.randint(1, 80))) for _ in range(60)]
+    page = open_page("/")
+    wait_open(page)
+    for results in cases:
+        big_road = build_roads(results).big_road
+        marks = [cell.winner.value for cell in big_road]
+        placed = page.evaluate(
+            "async (marks) => (await import('/js/roads.js')).placeMarks(marks)", marks
+        )
+        assert [(c["row"], c["col"]) for c in placed] == [(c.row, c.col) for c in big_road], results
