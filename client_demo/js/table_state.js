@@ -192,6 +192,13 @@ export class TableState {
     if (accepted.length) this.lastRoundBets = sumBySpot(accepted);
   }
 
+  // What "rebet" repeats: this round's bets once it is over, else the last round's.
+  rebetBets() {
+    const done = this.phase !== "betting" && this.phase !== "idle";
+    const now = this.myBets.filter((b) => b.status === "accepted" && b.round === this.round);
+    return done && now.length ? sumBySpot(now) : this.lastRoundBets;
+  }
+
   handCards(hand) {
     return this.cards.filter((c) => c.hand === hand);
   }

@@ -296,8 +296,8 @@ export class TableView {
     setText(p.pendingInfo, pendingTotal ? `${money(pendingTotal)} to confirm` : "");
     p.confirm.disabled = !pendingTotal || !open;
     p.undo.disabled = !st.pending.length;
-    p.rebet.disabled = !st.lastRoundBets.length;
-    p.double.disabled = !pendingTotal && !Object.keys(mine).length;
+    p.rebet.disabled = !st.rebetBets().length;
+    p.double.disabled = !pendingTotal && !(open && Object.keys(mine).length);
     p.betting.classList.toggle("closed", !open);
   }
 
@@ -327,7 +327,8 @@ export class TableView {
   // apply to this player's total on it this round; the balance must cover what is sent.
   problems(st, additions) {
     const out = [];
-    const mine = st.myStakes();
+    // Chips placed while betting is closed are for the next round: nothing on it yet.
+    const mine = this.bettingOpen(st) ? st.myStakes() : {};
     const pending = st.pendingStakes();
     let adding = 0;
     for (const { spot, amount } of additions) {
@@ -382,17 +383,18 @@ export class TableView {
   rebet() {
     const st = this.st;
     if (!st) return;
-    if (!st.lastRoundBets.length) {
+    const bets = st.rebetBets();
+    if (!bets.length) {
       this.app.notice("No earlier bets to repeat.", "info");
       return;
     }
-    this.addPending(st.lastRoundBets.map((b) => ({ ...b })));
+    this.addPending(bets.map((b) => ({ ...b })));
   }
 
   double() {
     const st = this.st;
     if (!st) return;
-    const mine = st.myStakes();
+    const mine = this.bettingOpen(st) ? st.myStakes() : {}; // a finished round's are not doubled
     const pending = st.pendingStakes();
     const spots = new Set([...Object.keys(mine), ...Object.keys(pending)]);
     const group = [...spots].map((spot) => ({ spot, amount: (mine[spot] || 0) + (pending[spot] || 0) }));

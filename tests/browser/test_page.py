@@ -242,6 +242,7 @@ def test_bet_deal_settle_roads_and_replay(
     ]
     assert replayed[-1]["t"] - replayed[0]["t"] >= 0.5 * server_span
     expect(page.get_by_test_id("replay-result")).to_have_attribute("data-winner", result["winner"])
+    shot(page, "replay-desktop")
 
 
 def test_page_recovers_after_server_restart_and_dropped_socket_with_no_gap(
