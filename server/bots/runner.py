@@ -29,7 +29,7 @@ from server.bots.strategy import StrategyName
 from server.bots.tokens import read_secret
 from server.wire.codec import Encoding
 
-__all__ = ["raise_nofile_limit", "run_bots", "run_from_args"]
+__all__ = ["config_from_args", "raise_nofile_limit", "run_bots", "run_command", "run_from_args"]
 
 EXIT_PROBLEMS = 1
 EXIT_USAGE = 2
@@ -46,7 +46,7 @@ def raise_nofile_limit() -> int:
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def _config(args: argparse.Namespace, secret: str | None) -> BotConfig:
+def config_from_args(args: argparse.Namespace, secret: str | None) -> BotConfig:
     return BotConfig(
         urls=tuple(args.url),
         tables=tuple(t.strip() for t in args.tables.split(",") if t.strip()),
@@ -236,31 +236,37 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"baccarat bots: {error}", file=sys.stderr)
         return EXIT_USAGE
     raise_nofile_limit()
-    config = _config(args, secret)
+    config = config_from_args(args, secret)
     if args.procs > 1:
         return _run_procs(args, config)
     if args.child:
         return _run_child(args, config)
     progress = Progress(enabled=not args.quiet)
     try:
-        stats = _runner()(
-            run_bots(
-                config,
-                args.bots,
-                args.spectators,
-                duration=args.duration,
-                grace=args.grace,
-                interval=args.interval,
-                on_tick=lambda tick, _: progress.show(tick),
-                connect_concurrency=args.connect_concurrency,
-            )
-        )
+        report, status = _runner()(run_command(args, config, progress))
     finally:
         progress.close()
-    report = stats.report()
     _write_report(report, args.report)
     print(_summary(report), file=sys.stderr)
-    return _exit_status(report)
+    return int(status)
+
+
+async def run_command(
+    args: argparse.Namespace, config: BotConfig, progress: Progress
+) -> tuple[dict[str, Any], int]:
+    """One process's run of `baccarat bots`: its report and exit status."""
+    stats = await run_bots(
+        config,
+        args.bots,
+        args.spectators,
+        duration=args.duration,
+        grace=args.grace,
+        interval=args.interval,
+        on_tick=lambda tick, _: progress.show(tick),
+        connect_concurrency=args.connect_concurrency,
+    )
+    report = stats.report()
+    return report, _exit_status(report)
 
 
 def _run_child(args: argparse.Namespace, config: BotConfig) -> int:
