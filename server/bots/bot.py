@@ -96,6 +96,7 @@ class Bot:
         self.opened = 0  # rounds this bot saw open: with --rounds, it bets in that many
         self.bet_seq = 0
         self.done = False
+        self.gave_up = False  # the site runs none of the tables asked for
         self.dropped_since_bet = False
 
     def _mint(self, config: BotConfig) -> str | None:
@@ -114,7 +115,7 @@ class Bot:
     # --- the connection's life ----------------------------------------------------------
     async def run(self) -> None:
         backoff = 0.1
-        while not self.shared.stop.is_set():
+        while not self.shared.stop.is_set() and not self.gave_up:
             ws = await self._open()
             if ws is None:
                 await self._pause(backoff)
@@ -122,7 +123,7 @@ class Bot:
                 continue
             backoff = 0.1
             await self._serve(ws)
-            if not self.shared.stop.is_set():
+            if not self.shared.stop.is_set() and not self.gave_up:
                 self.stats.disconnects += 1
                 await self._pause(self.rng.uniform(0.05, 0.5))
 
@@ -227,6 +228,9 @@ class Bot:
         if self.table is None:
             self._choose_table(message)
         if self.table is None:
+            self.stats.no_table += 1
+            self.gave_up = self.done = True
+            self.shared.on_done()
             await self.close()
             return
         player, balance = str(message.get("player")), message.get("balance")

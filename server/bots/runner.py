@@ -197,6 +197,9 @@ async def _settle(everyone: list[Bot], grace: float, interrupted: asyncio.Event)
 def _exit_status(report: dict[str, Any]) -> int:
     if report["mismatches"] or report["gaps"] or report["duplicates"]:
         return EXIT_PROBLEMS
+    if report.get("no_table"):
+        print("baccarat bots: the site runs none of the --tables asked for", file=sys.stderr)
+        return EXIT_USAGE
     if not report["connected"] and report["bots"] + report["spectators"]:
         return EXIT_NO_CONNECTION
     return 0

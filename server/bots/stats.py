@@ -81,6 +81,7 @@ class RunStats:
     connected: int = 0  # open connections now
     ever_connected: int = 0  # connections that got a welcome, reconnects included
     connect_failures: int = 0
+    no_table: int = 0  # bots whose site runs none of the tables asked for
     disconnects: int = 0
     rounds_checked: int = 0
     rounds_unchecked: int = 0
@@ -130,6 +131,7 @@ class RunStats:
             "connected": self.ever_connected,
             "connected_at_end": self.connected,
             "connect_failures": self.connect_failures,
+            "no_table": self.no_table,
             "rounds_checked": self.rounds_checked,
             "rounds_unchecked": self.rounds_unchecked,
             "rounds_completed": self.rounds_completed,
@@ -166,6 +168,7 @@ _SUMMED = (
     "connected",
     "connected_at_end",
     "connect_failures",
+    "no_table",
     "rounds_checked",
     "rounds_unchecked",
     "rounds_completed",

@@ -106,3 +106,16 @@ def test_tokens_are_hs256_with_the_claims(tmp_path) -> None:  # type: ignore[no-
         read_secret(None, str(tmp_path / "missing"))
     url = with_query("ws://h:1/ws", token=token, role="spectator")
     assert url.startswith("ws://h:1/ws?") and "role=spectator" in url
+
+
+def test_procs_share_the_bots_without_overlap() -> None:
+    """--procs splits bots into near-equal, consecutive, disjoint index ranges."""
+    from server.bots.runner import _share
+
+    for total, parts in ((10, 3), (2, 4), (0, 2), (2000, 7)):
+        shares = [_share(total, parts, part) for part in range(parts)]
+        assert sum(count for _, count in shares) == total
+        assert [first for first, _ in shares] == [
+            sum(count for _, count in shares[:i]) for i in range(parts)
+        ]
+        assert max(c for _, c in shares) - min(c for _, c in shares) <= 1

@@ -130,3 +130,13 @@ async def test_dropped_bots_reconnect_with_since(make_node: NodeFactory) -> None
     assert (report["mismatches"], report["gaps"], report["duplicates"]) == (0, 0, 0)
     assert report["resyncs"] == 0
     assert status == 0
+
+
+async def test_tables_the_site_does_not_run_end_the_run(make_node: NodeFactory) -> None:
+    """--tables naming no table of the site: the bots give up at once, exit 2."""
+    node = await make_node(**QUICK)
+    report, status = await run_in_process(
+        "--url", url(node), "--bots", "2", "--tables", "nope", "--rounds", "1"
+    )
+    assert report["no_table"] == 2 and status == 2
+    assert report["disconnects"] == 0
