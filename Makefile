@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint types pytest install bench clean
+.PHONY: run test lint types pytest install bench bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,21 @@ pytest: $(STAMP)
 
 test: lint types pytest
 
-# Benchmarks (results go in docs/benchmarks.md); each starts its own redis-server.
-bench: $(STAMP)
+# Benchmarks (docs/benchmarks.md): servers, peers and Redis are started by the scripts, on
+# loopback, pinned apart from the generator. `bench` is the full run (under 10 minutes; run it
+# on a quiet machine); `bench-smoke` a small one that proves the harness in about a minute.
+BENCH_STAMP := $(VENV)/.bench-stamp
+
+$(BENCH_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py
 	$(BIN)/python bench/bench_redis_bets.py
-	$(BIN)/python bench/bench_fanout.py --rounds 30
+
+bench-smoke: $(BENCH_STAMP)
+	$(BIN)/python bench/run.py --smoke
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -310,6 +310,28 @@ def _add_token(subparsers: argparse._SubParsersAction[_Parser]) -> None:
     parser.set_defaults(handler=_run_token)
 
 
+# --- bots (issue 10; the options and the run belong to server.bots) --------------------------
+
+
+def _run_bots(args: argparse.Namespace) -> int:
+    runner = importlib.import_module("server.bots.runner")  # lazy, like serve
+    status: int = runner.run_from_args(args)
+    return status
+
+
+def _add_bots(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    from server.bots.options import add_bots_arguments
+
+    parser = subparsers.add_parser(
+        "bots",
+        help="load a site with bots that check every round",
+        description="Player and spectator bots that join tables, bet, and check every round "
+        "they see with the game core. Exit status 1 on any mismatch, gap or duplicate.",
+    )
+    add_bots_arguments(parser)
+    parser.set_defaults(handler=_run_bots)
+
+
 # --- entry point -----------------------------------------------------------------------------
 
 
@@ -321,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_roads(subparsers)
     _add_serve(subparsers)
     _add_token(subparsers)
+    _add_bots(subparsers)
     return parser
 
 

@@ -2,7 +2,8 @@
 
 Edges point down only: core <- wire <- store <- runtime <- transport <- app/cli. The core is
 pure (no clock, no I/O, no third-party code), and only the composition roots (server/app.py,
-server/cli.py) see the concrete store engines.
+server/cli.py) see the concrete store engines. The bots (server/bots) are a client beside the
+server: they use the core and the wire format only, and no part of the server uses them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ LAYER_RULES: dict[str, frozenset[str]] = {
     "store": frozenset({"core", "wire", "store"}),  # wire for codecs
     "runtime": frozenset({"core", "store", "runtime"}),  # never transport
     "transport": frozenset({"core", "wire", "store", "runtime", "transport"}),
+    "bots": frozenset({"core", "wire", "bots"}),  # a client: the rules and the wire, no server
 }
+# Only the command line may start the bots; no server layer depends on its own load generator.
+BOTS_USERS = ("server/cli.py",)
 
 # Concrete store engines: only the composition roots (and the store package) may name them.
 CONCRETE_ENGINES = ("server.store.memory", "server.store.redis")
@@ -182,11 +186,40 @@ def test_only_composition_roots_see_concrete_engines(path: Path) -> None:
 
 def test_rule_table_points_down_only() -> None:
     """The rule table itself has no cycle: allowed packages sit strictly below, or are self."""
-    order = ["core", "wire", "store", "runtime", "transport"]
+    order = ["core", "wire", "store", "runtime", "transport", "bots"]
     for layer, allowed in LAYER_RULES.items():
         assert layer in allowed
         assert all(order.index(other) <= order.index(layer) for other in allowed)
     assert "transport" not in LAYER_RULES["runtime"]
+    assert LAYER_RULES["bots"] == {"core", "wire", "bots"}
+
+
+def test_the_bots_exist_and_nothing_in_the_server_uses_them() -> None:
+    """server/bots is there (the rule is not vacuous), and only the CLI imports it."""
+    assert {p.name for p in py_files(SERVER / "bots")} >= {"checker.py", "ledger.py", "bot.py"}
+    bad = [
+        f"{rel(path)}:{line} imports {name}"
+        for path in py_files(SERVER)
+        if path.parent.name != "bots" and rel(path) not in BOTS_USERS
+        for line, name in file_imports(path)
+        if name == "server.bots" or name.startswith("server.bots.")
+    ]
+    assert bad == []
+
+
+def test_the_bots_checker_and_ledger_are_pure() -> None:
+    """The round checker and the ledger are as pure as the core: no clock, no I/O."""
+    bad = []
+    for path in (SERVER / "bots" / "checker.py", SERVER / "bots" / "ledger.py"):
+        for line, name in file_imports(path):
+            top = name.split(".")[0]
+            if top == "server":
+                ok = name.startswith(("server.core", "server.bots.checker"))
+            else:
+                ok = top in sys.stdlib_module_names and top not in CORE_FORBIDDEN
+            if not ok:
+                bad.append(f"{rel(path)}:{line} imports {name}")
+    assert bad == []
 
 
 def test_import_scanner_sees_every_form() -> None:

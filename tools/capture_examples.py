@@ -17,7 +17,9 @@ forced void (round_voided): the script swaps one store method for a failing one,
 void through the store with the owner's fencing token; everything the client sees is still
 produced by the unchanged server code. The slow client gets small kernel socket buffers (as
 tests/transport/test_slow_client.py does) so that its backlog reaches the server's own buffer
-quickly. Nothing here changes the server.
+quickly. The resync after the history went back is forced by putting the memory store's state
+and event history back as they were earlier, as a Redis restarted from an older dump holds
+them. Nothing here changes the server.
 """
 
 from __future__ import annotations
@@ -694,12 +696,57 @@ async def capture_slow_client() -> None:
         dropped.cancel()
 
 
+async def capture_history_loss() -> None:
+    """The epoch: on snapshot and joined, in join, and the resync a joined client gets when
+    the stored history goes back (forced here by putting the memory store's state and history
+    back as they were earlier, as a Redis restarted from an older dump holds them)."""
+    async with Node(MAIN) as node:
+        section("epoch on snapshot and joined; join with since and epoch")
+        e1 = await Client.open(node.port, "e1", [JSON], quiet=True)
+        await e1.recv()
+        e1.quiet = False
+        await e1.send({"type": "join", "table": "classic8"})
+        snap = await e1.until(is_type("snapshot"))
+        joined = await e1.until(is_type("joined"))
+        store: Any = node.store
+        table = store._tables["classic8"]
+        dump = (table.state, table.seq)  # what an older Redis dump would hold
+        e1.quiet = True
+        await e1.until(lambda m: m.get("type") == "event" and m["seq"] >= joined["seq"] + 2)
+        e2 = await Client.open(node.port, "e2", [JSON], quiet=True)
+        await e2.recv()
+        e2.quiet = False
+        since = {"since": snap["seq"], "epoch": snap["epoch"]}
+        await e2.send({"type": "join", "table": "classic8", **since})
+        await e2.until(is_type("joined"))
+        await e2.close()
+
+        section("join with since and an epoch that is not the table's: recovered false")
+        e3 = await Client.open(node.port, "e3", [JSON], quiet=True)
+        await e3.recv()
+        e3.quiet = False
+        await e3.send({"type": "join", "table": "classic8", "since": 3, "epoch": "4be1d0c2a7f3"})
+        await e3.until(is_type("joined"))
+        await e3.close()
+
+        section("the history went back: a resync (snapshot with recovered false, new epoch)")
+        table.state, back_to = dump
+        note(f"the store is back at seq {back_to}, with its state then (e1 has seen {e1.last_seq})")
+        table.seq = back_to
+        table.events = type(table.events)(e for e in table.events if e["seq"] <= back_to)
+        e1.quiet = False
+        await e1.until(is_type("joined"), show_skipped=True)
+        await e1.until(lambda m: m.get("type") == "event")
+        await e1.close()
+
+
 async def main() -> None:
     configure_logging("console", "critical")
     await capture_main()
     await capture_shoe_end()
     await capture_bet_id_per_table()
     await capture_slow_client()
+    await capture_history_loss()
 
 
 if __name__ == "__main__":

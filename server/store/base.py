@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import AsyncIterator
+import secrets
+from collections.abc import AsyncIterator, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,12 +38,18 @@ __all__ = [
     "StateUnreadable",
     "Store",
     "StoreUnavailable",
+    "new_epoch",
 ]
 
 Event = dict[str, Any]  # a stored event exactly as broadcast: type, table, seq, round, kind, ...
 
 DEFAULT_HISTORY_EVENTS = 20_000  # live events kept per table for `since` catch-up
 DEFAULT_HISTORY_ROUNDS = 1_000  # rounds kept per table for replay
+
+
+def new_epoch() -> str:
+    """A fresh epoch for a table's history: random, so two histories never share one."""
+    return secrets.token_hex(6)
 
 
 class StaleWrite(Exception):
@@ -127,10 +134,9 @@ class Snapshot:
     seq: int  # the last event seq the state includes
     rules: TableRules
     bets: list[Bet] = field(default_factory=list)  # the asking player's bets this round
-    totals: dict[str, int] = field(
-        default_factory=dict
-    )  # this round: spot -> stakes, in Spot order
+    totals: dict[str, int] = field(default_factory=dict)  # this round: spot -> stakes
     bettors: int = 0  # this round: distinct players with a bet
+    epoch: str = ""  # the history `seq` belongs to (see Store.epoch), read with the state
 
 
 class Store(abc.ABC):
@@ -211,9 +217,33 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None: ...
 
+    @abc.abstractmethod
+    async def settlements(
+        self, table_id: str, round_no: int, players: Collection[str]
+    ) -> dict[str, Settlement]:
+        """The settlements of these players for one round, read in one round trip; players
+        without one are left out."""
+
     # --- events ---------------------------------------------------------------------------
     @abc.abstractmethod
     async def last_seq(self, table_id: str) -> int: ...
+
+    # --- the history's epoch ----------------------------------------------------------------
+    # A table's event history carries an epoch, a short random string. It is made with the
+    # table (so a table recreated after the store lost it has a new one) and replaced when
+    # someone finds that the history went backwards (a Redis restarted without its last
+    # writes, a failover to a lagging replica). A seq means something only with its epoch.
+    @abc.abstractmethod
+    async def epoch(self, table_id: str) -> str: ...
+
+    @abc.abstractmethod
+    async def head(self, table_id: str) -> tuple[int, str]:
+        """The last seq and the epoch, read together in one cheap call."""
+
+    @abc.abstractmethod
+    async def reset_epoch(self, table_id: str, seen: str) -> str:
+        """Compare-and-set: if the epoch is still `seen`, replace it with a new random one.
+        Returns the epoch now current (so nodes that saw the same loss agree on one)."""
 
     @abc.abstractmethod
     async def events_after(self, table_id: str, seq: int, limit: int = 1000) -> list[Event] | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
 
 from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot, verify_bet
@@ -29,6 +29,7 @@ from server.store.base import (
     Snapshot,
     StaleWrite,
     Store,
+    new_epoch,
 )
 from server.store.codec import state_from_bytes, state_to_bytes
 
@@ -76,6 +77,7 @@ class _Table:
     lease: Lease | None = None
     fence: int = 0  # last fencing token handed out
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    epoch: str = field(default_factory=new_epoch)  # new per table and per process
 
 
 class MemoryStore(Store):
@@ -142,7 +144,9 @@ class MemoryStore(Store):
         record = table.rounds.get(state.round, _Round())
         mine = list(record.mine.get(player, [])) if player is not None else []
         totals = record.bet_totals()
-        return Snapshot(state, table.seq, table.rules, mine, totals.totals, totals.bettors)
+        return Snapshot(
+            state, table.seq, table.rules, mine, totals.totals, totals.bettors, epoch=table.epoch
+        )
 
     # --- players and bets ---------------------------------------------------------------
     async def ensure_player(self, player: str, initial_balance: int) -> int:
@@ -235,6 +239,13 @@ class MemoryStore(Store):
         record = self._table(table_id).rounds.get(round_no)
         return record.settlements.get(player) if record else None
 
+    async def settlements(
+        self, table_id: str, round_no: int, players: Collection[str]
+    ) -> dict[str, Settlement]:
+        record = self._table(table_id).rounds.get(round_no)
+        held = record.settlements if record else {}
+        return {player: held[player] for player in players if player in held}
+
     # --- events ---------------------------------------------------------------------------
     def _append(self, table: _Table, payloads: list[Payload]) -> list[Event]:
         stored = []
@@ -261,6 +272,19 @@ class MemoryStore(Store):
 
     async def last_seq(self, table_id: str) -> int:
         return self._table(table_id).seq
+
+    async def epoch(self, table_id: str) -> str:
+        return self._table(table_id).epoch
+
+    async def head(self, table_id: str) -> tuple[int, str]:
+        table = self._table(table_id)
+        return table.seq, table.epoch
+
+    async def reset_epoch(self, table_id: str, seen: str) -> str:
+        table = self._table(table_id)
+        if table.epoch == seen:
+            table.epoch = new_epoch()
+        return table.epoch
 
     async def events_after(self, table_id: str, seq: int, limit: int = 1000) -> list[Event] | None:
         table = self._table(table_id)

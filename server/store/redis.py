@@ -15,7 +15,7 @@ applied answers StaleWrite, after which the owner reloads the state it wrote.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from importlib import resources
 from typing import Any, NoReturn
 
@@ -53,6 +53,7 @@ from server.store.base import (
     StateUnreadable,
     Store,
     StoreUnavailable,
+    new_epoch,
 )
 from server.store.codec import (
     bet_from_bytes,
@@ -75,6 +76,7 @@ _SCRIPTS = (
     "release_lease",
     "lease",
     "snapshot",
+    "reset_epoch",
 )
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
 
@@ -238,6 +240,7 @@ class RedisStore(Store):
         args += [state.phase.value, state.round, state.closes_at_ms, state.version]
         for spot, limit in rules.limits.spots.items():
             args += [spot.value, limit.minimum, limit.maximum]
+        args.append(new_epoch())  # used only if the table is new (or has no epoch yet)
         await self._run("create_table", [keys.state, f"{self._prefix}:tables"], args)
 
     async def table_ids(self) -> list[str]:
@@ -280,12 +283,14 @@ class RedisStore(Store):
         reply = await self._run("snapshot", [keys.state], [keys.prefix, *asking])
         if reply is None:
             return None
-        blob, seq, rules, raw_bets, raw_totals = reply
+        blob, seq, rules, raw_bets, raw_totals, epoch = reply
         bets = [bet_from_bytes(raw) for raw in raw_bets]  # the player's own, in order
         totals = _totals(raw_totals)
         state = state_from_bytes(blob)
         rules_ = rules_from_dict(unpackb(rules))
-        return Snapshot(state, int(seq), rules_, bets, totals.totals, totals.bettors)
+        return Snapshot(
+            state, int(seq), rules_, bets, totals.totals, totals.bettors, epoch=epoch.decode()
+        )
 
     # --- players and bets ---------------------------------------------------------------
     async def ensure_player(self, player: str, initial_balance: int) -> int:
@@ -408,6 +413,25 @@ class RedisStore(Store):
         payouts, balance = unpackb(_bytes(raw))
         return Settlement(table_id, round_no, payouts, balance)
 
+    async def settlements(
+        self, table_id: str, round_no: int, players: Collection[str]
+    ) -> dict[str, Settlement]:
+        names = list(dict.fromkeys(players))
+        if not names:
+            await self._require_table(table_id)
+            return {}
+        key = self._table_keys(table_id).per_round("settle", round_no)
+        with _reachable():
+            raws = await self._redis.hmget(key, names)  # one round trip for every bettor
+        found: dict[str, Settlement] = {}
+        for player, raw in zip(names, raws, strict=True):
+            if raw is not None:
+                payouts, balance = unpackb(_bytes(raw))
+                found[player] = Settlement(table_id, round_no, payouts, balance)
+        if not found:
+            await self._require_table(table_id)
+        return found
+
     # --- events ---------------------------------------------------------------------------
     async def last_seq(self, table_id: str) -> int:
         with _reachable():
@@ -415,6 +439,24 @@ class RedisStore(Store):
         if raw is None:
             raise _unknown_table(table_id)
         return int(raw)
+
+    async def epoch(self, table_id: str) -> str:
+        return (await self.head(table_id))[1]
+
+    async def head(self, table_id: str) -> tuple[int, str]:
+        with _reachable():
+            seq, epoch = await self._redis.hmget(self._table_keys(table_id).state, "seq", "epoch")
+        if seq is None:
+            raise _unknown_table(table_id)
+        return int(seq), _bytes(epoch).decode() if epoch is not None else ""
+
+    async def reset_epoch(self, table_id: str, seen: str) -> str:
+        reply = await self._run(
+            "reset_epoch", [self._table_keys(table_id).state], [seen, new_epoch()]
+        )
+        if reply is None:
+            raise _unknown_table(table_id)
+        return _bytes(reply).decode()
 
     async def events_after(self, table_id: str, seq: int, limit: int = 1000) -> list[Event] | None:
         if seq < 0:

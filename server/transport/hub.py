@@ -4,25 +4,46 @@ A TableFeed follows its table's event history from the store (one reader per tab
 however many clients) and hands the same encoded bytes to every subscriber with websockets'
 `broadcast`. It keeps the most recent events encoded, so a client joining or reconnecting is
 caught up synchronously and then subscribed, with no await in between: no gap, no duplicate.
+
+Events reach a feed by three paths: the commit hand-off (`Hub.offer`: what this node's own
+table loops just committed), the follower (`Hub._follow`: everything else, read from the
+store), and joins waiting ahead (`TableFeed.waiting`: a client whose snapshot is newer than
+the feed, subscribed when the feed gets there).
+
+A history can go backwards: a Redis restarted without its last writes, or a failover to a
+lagging replica, holds fewer events than the feed has delivered, and the events after that
+point are written again with other content. Each feed's watchdog notices (the store's seq
+below the feed's, another epoch, an event at a seq already delivered that differs, a join
+whose place the feed cannot vouch for) within about a second, gives the history a new epoch
+(`Store.reset_epoch`) and asks every client of the table to resync: each gets a fresh
+snapshot with `recovered: false` and goes on live from it. The same happens when the follower
+had to skip events it could no longer read. No client is left silently behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import structlog
 from websockets.asyncio.server import broadcast
 
-from server.store.base import Event, Store
+from server.core.errors import BetRejected
+from server.store.base import Event, Store, StoreUnavailable
 from server.wire.codec import Encoding, Frame, encode
 
 __all__ = ["GapDetected", "Hub", "Subscriber", "TableFeed"]
 
 RECENT_EVENTS = 4096  # encoded events kept per table for catch-up without a store read
+CHECK_INTERVAL_S = 1.0  # how often a feed checks that the stored history did not go back
+TASK_ATTEMPTS = 5  # a background task is tried this many times before it is given up
+RETRY_DELAY_S = 0.2  # the pause before its first retry; it doubles for each next one
+FOLLOWER_PAUSE_S = 0.5  # the follower's pause after a store error, before it reads again
 
 
 class GapDetected(Exception):
@@ -44,6 +65,25 @@ class Subscriber(Protocol):
 
     def drop_slow(self) -> None: ...
 
+    def resync(self, table_id: str) -> None:
+        """The feed lost this subscriber's place in the table's history (the history went
+        back, or the feed skipped events): it is no longer subscribed and must start over
+        from a fresh snapshot. Must not block or raise: start the work and return."""
+
+
+Fanout = Callable[[dict[object, Subscriber], Frame], None]
+
+
+def websocket_fanout(subs: dict[object, Subscriber], frame: Frame) -> None:
+    """One frame to many WebSocket connections, written without awaiting any of them."""
+    broadcast(subs.keys(), frame)  # type: ignore[arg-type]
+
+
+def _table_task(coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
+    """A task of the table's, not of the connection that happened to start it: it does not
+    inherit that connection's log context (conn, player)."""
+    return asyncio.create_task(coro, context=contextvars.Context())
+
 
 @dataclass(slots=True)
 class _Cached:
@@ -58,15 +98,25 @@ class _Cached:
 
 
 class TableFeed:
-    def __init__(self, hub: Hub, table_id: str, last_seq: int) -> None:
+    def __init__(self, hub: Hub, table_id: str, last_seq: int, epoch: str = "") -> None:
         self.hub = hub
         self.table_id = table_id
         self.last_seq = last_seq
+        self.epoch = epoch  # the history this feed's seqs belong to
         self.recent: deque[_Cached] = deque(maxlen=RECENT_EVENTS)
         self.subscribers: dict[Encoding, dict[object, Subscriber]] = {e: {} for e in Encoding}
         self.waiting: dict[Subscriber, int] = {}  # joined ahead of this feed: seq to wait for
+        # Joins this feed cannot vouch for until the watchdog has read the store: their seq
+        # is of another epoch, or came from the store while this feed is ahead of it (for a
+        # moment after a commit; for good after the store went back). Value: (seq, epoch).
+        self.pending: dict[Subscriber, tuple[int, str | None]] = {}
         self.bettors: dict[int, set[Subscriber]] = {}  # round -> local sessions that bet in it
-        self.task: asyncio.Task[None] | None = None
+        self.stale = False  # the history went back: nothing is delivered until the reset
+        self.stale_reason = ""
+        self.generation = 0  # counts rebases, so a check that raced one is not trusted
+        self.check_now = asyncio.Event()  # wakes the watchdog before its next interval
+        self.task: asyncio.Task[None] | None = None  # the follower
+        self.watchdog: asyncio.Task[None] | None = None
         self.delivered = 0
 
     @property
@@ -77,9 +127,28 @@ class TableFeed:
         first = self.recent[0].event["seq"] if self.recent else self.last_seq + 1
         return first - 1 <= seq <= self.last_seq
 
-    def subscribe_after(self, sub: Subscriber, seq: int) -> int | None:
+    def subscribe_after(
+        self, sub: Subscriber, seq: int, epoch: str | None = None, from_store: bool = False
+    ) -> int | None:
         """Send the cached events after `seq` and subscribe, atomically; return the last seq
-        sent. None if the cache does not reach back to `seq` (the caller reads the store)."""
+        sent. None if the cache does not reach back to `seq` (the caller reads the store).
+
+        `epoch` is the history `seq` belongs to, if the caller knows it; `from_store` says
+        the caller just read `seq` from the store (a snapshot, or events it sent). A place
+        this feed cannot vouch for yet is parked until the watchdog has read the store; the
+        subscriber is then attached, or asked to resync."""
+        if self.stale or (epoch is not None and epoch != self.epoch):
+            return self._park(sub, seq, epoch)
+        if from_store and seq < self.last_seq:
+            return self._park(sub, seq, epoch)
+        return self._attach(sub, seq)
+
+    def _park(self, sub: Subscriber, seq: int, epoch: str | None) -> int:
+        self.pending[sub] = (seq, epoch)
+        self.check_now.set()
+        return seq  # nothing after `seq` was sent
+
+    def _attach(self, sub: Subscriber, seq: int) -> int | None:
         if seq > self.last_seq:
             self.waiting[sub] = seq  # this feed has not seen `seq` yet: join when it does
             return seq
@@ -92,16 +161,28 @@ class TableFeed:
         return self.last_seq
 
     def is_subscribed(self, sub: Subscriber) -> bool:
-        return sub.connection in self.subscribers[sub.encoding] or sub in self.waiting
+        return (
+            sub.connection in self.subscribers[sub.encoding]
+            or sub in self.waiting
+            or sub in self.pending
+        )
 
     def unsubscribe(self, sub: Subscriber) -> None:
         self.subscribers[sub.encoding].pop(sub.connection, None)
         self.waiting.pop(sub, None)
+        self.pending.pop(sub, None)
 
     def publish(self, event: Event) -> None:
+        if self.stale:
+            return  # another history: the reset resyncs everyone, then the follower resumes
         seq = event["seq"]
         if seq <= self.last_seq:
-            return  # already delivered (a follower restart can repeat)
+            # Already delivered (the follower and the commit hand-off both bring it), unless
+            # it is another event under the same seq: the history went back.
+            cached = self._cached(seq)
+            if cached is not None and cached.event != event:
+                self.went_back(f"seq {seq} was written again with other content")
+            return
         if seq != self.last_seq + 1:
             raise GapDetected(f"{self.table_id}: expected seq {self.last_seq + 1}, got {seq}")
         cached = _Cached(event)
@@ -113,32 +194,93 @@ class TableFeed:
         for sub, after in list(self.waiting.items()):
             if after <= seq:
                 del self.waiting[sub]
-                self.subscribe_after(sub, after)
+                if self._attach(sub, after) is None:
+                    self._resync(sub)  # its place is no longer cached: never drop it silently
         if event.get("kind") in ("round_settled", "round_voided"):
             bettors = self.bettors.pop(event["round"], set())
             if bettors:
-                self.hub.spawn(self.hub.send_settlements(self.table_id, event["round"], bettors))
+                self.hub.spawn_settlements(self.table_id, event["round"], bettors)
+
+    def _cached(self, seq: int) -> _Cached | None:
+        back = self.last_seq - seq  # recent holds consecutive seqs ending at last_seq
+        return self.recent[-1 - back] if 0 <= back < len(self.recent) else None
 
     def _broadcast(self, subs: dict[object, Subscriber], frame: Frame) -> None:
         slow = [sub for sub in subs.values() if sub.over_buffer_limit()]
         for sub in slow:
             self.unsubscribe(sub)
             sub.drop_slow()
-        broadcast(subs.keys(), frame)  # type: ignore[arg-type]
+        self.hub.fanout(subs, frame)
         self.delivered += len(subs)
+
+    def went_back(self, reason: str) -> None:
+        """The history went backwards: deliver nothing more until the watchdog resets."""
+        if not self.stale:
+            self.stale, self.stale_reason = True, reason
+            self.hub.log.warning("history_went_back", table=self.table_id, reason=reason)
+        self.check_now.set()
+
+    def rebase(self, seq: int, epoch: str) -> None:
+        """Start over at the store's `seq` of history `epoch`: the cache is of another
+        history (or misses a stretch), so every client of the table is asked to resync."""
+        self.last_seq, self.epoch = seq, epoch
+        self.recent.clear()
+        self.stale, self.stale_reason = False, ""
+        self.generation += 1
+        everyone = [sub for subs in self.subscribers.values() for sub in subs.values()]
+        everyone += [*self.waiting, *self.pending]
+        for subs in self.subscribers.values():
+            subs.clear()
+        self.waiting.clear()
+        self.pending.clear()
+        for sub in dict.fromkeys(everyone):
+            self._resync(sub)
+
+    def resync_waiting(self) -> None:
+        """Ask every join waiting ahead of this feed to start over from a fresh snapshot."""
+        waiting = list(self.waiting)
+        self.waiting.clear()
+        for sub in waiting:
+            self._resync(sub)
+
+    def resolve_pending(self) -> None:
+        """The store was read and agrees with this feed: attach the parked joins."""
+        for sub, (seq, epoch) in list(self.pending.items()):
+            del self.pending[sub]
+            if (epoch is not None and epoch != self.epoch) or self._attach(sub, seq) is None:
+                self._resync(sub)
+
+    def _resync(self, sub: Subscriber) -> None:
+        try:
+            sub.resync(self.table_id)
+        except Exception:  # one client's failure must not stop the others being told
+            self.hub.log.exception("resync_failed", table=self.table_id)
 
 
 class Hub:
-    def __init__(self, store: Store, send_settlement: Callable[[Subscriber, object], None]):
+    def __init__(
+        self,
+        store: Store,
+        send_settlement: Callable[[Subscriber, object], None],
+        *,
+        fanout: Fanout = websocket_fanout,
+        check_interval: float = CHECK_INTERVAL_S,
+        attempts: int = TASK_ATTEMPTS,
+        retry_delay: float = RETRY_DELAY_S,
+    ) -> None:
         self.store = store
         self.feeds: dict[str, TableFeed] = {}
+        self.fanout = fanout
+        self.check_interval = check_interval
+        self.attempts = attempts
+        self.retry_delay = retry_delay
         self._send_settlement = send_settlement
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[bool]] = set()
         self._starting: dict[str, asyncio.Future[TableFeed]] = {}
         self.log = structlog.get_logger("hub")
 
     async def feed(self, table_id: str) -> TableFeed:
-        """The table's feed, starting its follower on first use."""
+        """The table's feed, starting its follower and watchdog on first use."""
         feed = self.feeds.get(table_id)
         if feed is not None:
             return feed
@@ -147,8 +289,9 @@ class Hub:
         future: asyncio.Future[TableFeed] = asyncio.get_running_loop().create_future()
         self._starting[table_id] = future
         try:
-            feed = TableFeed(self, table_id, await self.store.last_seq(table_id))
-            feed.task = asyncio.create_task(self._follow(feed))
+            feed = TableFeed(self, table_id, *await self._head(table_id))
+            feed.task = _table_task(self._follow(feed))
+            feed.watchdog = _table_task(self._watch(feed))
             self.feeds[table_id] = feed
             future.set_result(feed)
             return feed
@@ -159,12 +302,32 @@ class Hub:
         finally:
             del self._starting[table_id]
 
+    # --- the follower -------------------------------------------------------------------
     async def _follow(self, feed: TableFeed) -> None:
-        """Follow the table's history forever, resuming after errors from the last seq seen."""
-        while True:
+        """Follow the table's history, resuming after errors from the last seq delivered.
+        Returns once the history went back: the watchdog then starts a new follower."""
+        behind = failed = False
+        while not feed.stale:
             try:
+                if failed:
+                    # The store failed (restarted, failed over): a join waiting ahead holds a
+                    # snapshot this feed never saw and cannot check; it may be of data the
+                    # store lost. It starts again from a snapshot of what the store holds now.
+                    feed.resync_waiting()
+                    failed = False
+                if behind:
+                    # Fell behind what the store holds: skip to now, and tell every client.
+                    seq, epoch = await self._head(feed.table_id)
+                    if not feed.stale:  # else the watchdog is resetting it already
+                        feed.rebase(seq, epoch)
+                    behind = False
+                elif not await self._continues(feed):
+                    feed.went_back("the store no longer holds the last event delivered")
+                    return
                 async for event in self.store.follow(feed.table_id, feed.last_seq):
                     feed.publish(event)
+                    if feed.stale:
+                        return
             except asyncio.CancelledError:
                 raise
             except GapDetected as gap:
@@ -172,45 +335,165 @@ class Hub:
                 # actually delivered, so the missing events come first.
                 self.log.warning("follower_gap", table=feed.table_id, gap=str(gap))
             except LookupError:
-                # Fell behind what the store holds: skip to now; clients see the jump in seq
-                # and rejoin with `since`, getting a snapshot.
-                self.log.warning("follower_behind", table=feed.table_id)
-                feed.last_seq = await self.store.last_seq(feed.table_id)
-                feed.recent.clear()
-            except Exception as error:
+                self.log.warning("follower_behind", table=feed.table_id, seq=feed.last_seq)
+                behind = True
+            except (StoreUnavailable, BetRejected) as error:  # down, or lost the table
                 self.log.warning("follower_error", table=feed.table_id, error=str(error))
-                await asyncio.sleep(0.5)
+                failed = True
+                await asyncio.sleep(FOLLOWER_PAUSE_S)
+            except Exception:
+                self.log.exception("follower_failed", table=feed.table_id)
+                failed = True
+                await asyncio.sleep(FOLLOWER_PAUSE_S)
 
+    async def _continues(self, feed: TableFeed) -> bool:
+        """Whether the store still holds, at the feed's last seq, the event delivered there.
+        Checked whenever the follower starts again (after Redis restarted, say): a history
+        that went back and grew past that seq again would otherwise look gapless."""
+        if not feed.recent:
+            return True
+        last = feed.recent[-1].event
+        held = await self.store.events_after(feed.table_id, last["seq"] - 1, limit=1)
+        return held is None or held == [last]  # None: trimmed meanwhile; follow() says so
+
+    # --- the watchdog ----------------------------------------------------------------------
+    async def _watch(self, feed: TableFeed) -> None:
+        """Check the stored history every `check_interval`, or at once when asked."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.check_interval):
+                    await feed.check_now.wait()
+            feed.check_now.clear()
+            try:
+                await self._check(feed)
+            except asyncio.CancelledError:
+                raise
+            except (StoreUnavailable, BetRejected) as error:  # the follower reports these
+                self.log.debug("feed_check_failed", table=feed.table_id, error=str(error))
+                await asyncio.sleep(self.retry_delay)
+            except Exception:
+                self.log.exception("feed_check_failed", table=feed.table_id)
+                await asyncio.sleep(self.retry_delay)
+
+    async def _check(self, feed: TableFeed) -> None:
+        """One cheap read of the store's seq and epoch: reset the feed if the history went
+        back or was replaced; otherwise attach the joins parked for this check."""
+        generation, before = feed.generation, feed.last_seq
+        seq, epoch = await self._head(feed.table_id)
+        if generation != feed.generation:
+            feed.check_now.set()  # rebased meanwhile: look again
+            return
+        if epoch != feed.epoch:
+            reason = f"the history's epoch changed from {feed.epoch!r} to {epoch!r}"
+        elif feed.stale or seq < before:
+            reason = feed.stale_reason or f"the store is at seq {seq}, behind {before}"
+        else:
+            feed.resolve_pending()
+            return
+        feed.stale = True  # from here until the rebase, the old history delivers nothing
+        if epoch == feed.epoch:
+            epoch = await self.store.reset_epoch(feed.table_id, feed.epoch)
+        log = self.log.bind(table=feed.table_id, seq_was=before, seq=seq, epoch=epoch)
+        log.warning("history_reset", reason=reason)
+        if feed.task is not None:
+            feed.task.cancel()
+            await asyncio.gather(feed.task, return_exceptions=True)
+        feed.rebase(seq, epoch)
+        feed.task = _table_task(self._follow(feed))
+
+    async def _head(self, table_id: str) -> tuple[int, str]:
+        """The store's seq and epoch. A table stored before histories had epochs (a node of
+        an older version made it) is given one here, so clients are never sent an empty one."""
+        seq, epoch = await self.store.head(table_id)
+        if not epoch:
+            epoch = await self.store.reset_epoch(table_id, "")
+        return seq, epoch
+
+    # --- the commit hand-off ---------------------------------------------------------------
     def offer(self, table_id: str, events: list[Event]) -> None:
-        """Events this node just committed: deliver them now if they are next in line;
-        otherwise the follower delivers them in order."""
+        """Events this node just committed: deliver them now if they are next in line (or
+        compare them with what was delivered under their seqs); otherwise the follower
+        delivers them in order. Never raises into the table loop that calls it."""
         feed = self.feeds.get(table_id)
-        if feed is not None and events and events[0]["seq"] == feed.last_seq + 1:
+        if feed is None or not events or events[0]["seq"] > feed.last_seq + 1:
+            return
+        try:
             for event in events:
                 feed.publish(event)
+        except Exception:
+            self.log.exception("offer_failed", table=table_id)
 
-    def spawn(self, coro: object) -> None:
-        task = asyncio.ensure_future(coro)  # type: ignore[call-overload]
+    # --- background tasks ------------------------------------------------------------------
+    def spawn(
+        self,
+        name: str,
+        make: Callable[[], Awaitable[object]],
+        attempts: int | None = None,
+        **context: object,
+    ) -> asyncio.Task[bool]:
+        """Run `make()` in the background with retries (see `retrying`)."""
+        task = asyncio.create_task(self.retrying(name, make, attempts, **context))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def retrying(
+        self,
+        name: str,
+        make: Callable[[], Awaitable[object]],
+        attempts: int | None = None,
+        **context: object,
+    ) -> bool:
+        """Await `make()` until it succeeds, at most `attempts` times, with a doubling pause
+        in between; log each failure with its traceback. True if it succeeded."""
+        attempts = attempts or self.attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                await make()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.log.exception("task_failed", task=name, attempt=attempt, **context)
+            else:
+                return True
+            if attempt < attempts:
+                await asyncio.sleep(self.retry_delay * 2 ** (attempt - 1))
+        self.log.error("task_gave_up", task=name, attempts=attempts, **context)
+        return False
+
+    def spawn_settlements(self, table_id: str, round_no: int, bettors: set[Subscriber]) -> None:
+        self.spawn(
+            "settlements",
+            lambda: self.send_settlements(table_id, round_no, bettors),
+            table=table_id,
+            round=round_no,
+        )
 
     async def send_settlements(
         self, table_id: str, round_no: int, bettors: set[Subscriber]
     ) -> None:
-        for sub in bettors:
-            settlement = await self.store.settlement(table_id, round_no, sub.player)
-            if settlement is not None:
+        """Read every bettor's settlement in one batch, then deliver each on its own: only
+        the read can fail (and be retried), and one failed delivery stops no other."""
+        found = await self.store.settlements(table_id, round_no, {s.player for s in bettors})
+        for sub in list(bettors):
+            settlement = found.get(sub.player)
+            if settlement is None:
+                continue
+            try:
                 self._send_settlement(sub, settlement)
+            except Exception:
+                self.log.exception(
+                    "settlement_not_delivered", table=table_id, round=round_no, player=sub.player
+                )
 
     def unsubscribe_everywhere(self, sub: Subscriber) -> None:
         for feed in self.feeds.values():
             feed.unsubscribe(sub)
 
     async def close(self) -> None:
+        tasks: list[asyncio.Task[None]] = []
         for feed in self.feeds.values():
-            if feed.task is not None:
-                feed.task.cancel()
-        for task in list(self._tasks):
+            tasks += [task for task in (feed.task, feed.watchdog) if task is not None]
+        for task in [*tasks, *self._tasks]:
             task.cancel()
-        tasks = [f.task for f in self.feeds.values() if f.task] + list(self._tasks)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *self._tasks, return_exceptions=True)

@@ -63,6 +63,7 @@ class Session:
         self.number = next(_session_numbers)
         self.joined: set[str] = set()
         self.dropped = False
+        self._join_lock = asyncio.Lock()  # a join and a resync (see resync) never interleave
         self.log = structlog.get_logger("session").bind(conn=self.number, player=self.player)
 
     # --- the Subscriber protocol --------------------------------------------------------
@@ -113,6 +114,7 @@ class Session:
         except StoreUnavailable:
             await self.ws.close(1011, "store unavailable; reconnect later")
         finally:
+            self.joined.clear()  # a resync still under way must not subscribe it again
             self.ctx.hub.unsubscribe_everywhere(self)
             self.ctx.sessions.discard(self)
 
@@ -201,6 +203,10 @@ class Session:
         )
 
     async def _join(self, join: Join) -> None:
+        async with self._join_lock:  # never interleaved with a resync of this session
+            await self._join_unlocked(join)
+
+    async def _join_unlocked(self, join: Join) -> None:
         self._known_table(join.table)
         feed = await self.ctx.hub.feed(join.table)
         was_live = feed.is_subscribed(self)
@@ -214,27 +220,36 @@ class Session:
             raise
         self.joined.add(join.table)
 
-    async def _catch_up(self, join: Join, feed: TableFeed) -> None:
-        after = join.since
+    async def _catch_up(self, join: Join, feed: TableFeed, recovered: bool | None = None) -> None:
+        after, epoch, from_store = join.since, join.epoch, False
+        if after is not None:
+            last, current = await self.ctx.store.head(join.table)
+            # A seq this table never reached (e.g. from before a memory server restarted), or
+            # one of another history (the client's epoch is not the current one): nothing to
+            # catch up from, so start over from a fresh state.
+            if after > last or (epoch is not None and epoch != current):
+                after, recovered = None, False
+            epoch = current
         if after is None:
-            after = await self._send_snapshot(join.table, recovered=None)
-        elif after > await self.ctx.store.last_seq(join.table):
-            # A seq this table never reached (e.g. from before a memory server restarted):
-            # nothing to catch up from, so start over from a fresh state.
-            after = await self._send_snapshot(join.table, recovered=False)
-        while (live_from := feed.subscribe_after(self, after)) is None:
+            after, epoch = await self._send_snapshot(join.table, recovered)
+            from_store = True
+        # The feed checks that `after` is a place in its own history (epoch; not behind it
+        # when read from the store), so a snapshot is never followed by another history.
+        while (live_from := feed.subscribe_after(self, after, epoch, from_store)) is None:
             missed = await self.ctx.store.events_after(join.table, after)
             if missed is None:  # no longer held: start again from a fresh snapshot
-                after = await self._send_snapshot(join.table, recovered=False)
+                after, epoch = await self._send_snapshot(join.table, recovered=False)
                 continue
             for event in missed:
                 self.push(event)
                 after = event["seq"]
+            from_store = True
         # Sent right after the catch-up and before any live event: from here the table's
         # events follow without a gap.
-        self.push({"type": "joined", "table": join.table, "seq": live_from})
+        self.push({"type": "joined", "table": join.table, "seq": live_from, "epoch": epoch})
 
-    async def _send_snapshot(self, table_id: str, recovered: bool | None) -> int:
+    async def _send_snapshot(self, table_id: str, recovered: bool | None) -> tuple[int, str]:
+        """Send a snapshot; return its seq and its history's epoch."""
         snap = await self.ctx.store.snapshot(table_id, self.player)
         if snap is None:
             raise ErrorReply(ErrorCode.UNKNOWN_TABLE, f"no table {table_id!r}")
@@ -244,6 +259,7 @@ class Session:
             "type": "snapshot",
             "table": table_id,
             "seq": snap.seq,
+            "epoch": snap.epoch,
             "phase": state.phase.value,
             "round": state.round,
             "closes_at": state.closes_at_ms,
@@ -267,7 +283,7 @@ class Session:
         if recovered is not None:
             message["recovered"] = recovered
         self.push(message)
-        return snap.seq
+        return snap.seq, snap.epoch
 
     def _leave(self, leave: Leave) -> None:
         self._known_table(leave.table)
@@ -288,6 +304,31 @@ class Session:
 
     def send_settlement(self, settlement: Settlement) -> None:
         self.push(settlement.to_message())
+
+    # --- resync: the hub lost this session's place in a table's history --------------------
+    def resync(self, table_id: str) -> None:
+        """The Subscriber hook. The table's history went back (a Redis that lost writes) or
+        its feed skipped events: this session is no longer subscribed. It gets a fresh
+        snapshot (`recovered: false`, the new epoch), then `joined` and the live events, as
+        a join would. If the store cannot be read meanwhile, the connection is closed (1011)
+        rather than left silently unsubscribed."""
+        if not self.dropped:
+            self.ctx.hub.spawn("resync", lambda: self._resync_or_close(table_id), 1, table=table_id)
+
+    async def _resync_or_close(self, table_id: str) -> None:
+        hub = self.ctx.hub
+        if not await hub.retrying("resync", lambda: self._resync(table_id), table=table_id):
+            await self.ws.close(1011, "could not resync the table; reconnect")
+
+    async def _resync(self, table_id: str) -> None:
+        async with self._join_lock:
+            if table_id not in self.joined or self.dropped:
+                return  # left the table, or the connection, meanwhile
+            feed = await self.ctx.hub.feed(table_id)
+            feed.unsubscribe(self)
+            await self._catch_up(Join(table_id, None), feed, recovered=False)
+            if table_id not in self.joined:  # the connection closed during the catch-up
+                feed.unsubscribe(self)
 
 
 def push_settlement(sub: object, settlement: object) -> None:

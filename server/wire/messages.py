@@ -60,6 +60,7 @@ def error_message(code: str, message: str, ref: object = None) -> dict[str, Any]
 class Join:
     table: str
     since: int | None
+    epoch: str | None = None  # the history `since` is a seq of (from snapshot/joined)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +111,7 @@ def _parse_join(m: dict[Any, Any]) -> Command:
     since = _field(m, "since", int, optional=True)
     if since is not None and since < 0:
         raise ErrorReply(ErrorCode.BAD_FIELD, "join: 'since' must be >= 0")
-    return Join(_field(m, "table", str), since)
+    return Join(_field(m, "table", str), since, _field(m, "epoch", str, optional=True))
 
 
 def _parse_bet(m: dict[Any, Any]) -> Command:

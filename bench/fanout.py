@@ -1,0 +1,324 @@
+"""Fan-out: N spectators on one table, on our server and on the two peers, side by side.
+
+For one engine and one N: start the server (pinned to the server core), connect and join N
+spectators from this process (the generator, on the other core), then for a window of seconds
+record every delivery of every event. Results:
+
+* connect_s: from the first connect to the last `joined`;
+* rss_per_conn_kib: the server's RSS growth from before the connections to after the joins,
+  per connection;
+* latency of each card delivery (arrival minus the event's `ts`), p50 / p99 / max; `ts` is a
+  whole ms by the server's clock, so every engine's latency carries the same +0..1 ms;
+* first_ms: per card event, its first delivery (how long before the server's first write);
+* spread of each card event from its first to its last client, p50 / p99 / max (one clock);
+* server_us_per_delivery: server CPU (user + system) in the window / deliveries in it;
+* generator_cpu: this process's CPU share in the window (near 100% means the generator, not
+  the server, was the limit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgpack
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.typing import Subprotocol
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import (
+    SERVER_CORE,
+    CpuMeter,
+    ServerProcess,
+    baccarat_serve,
+    can_pin,
+    quantile,
+    rss_bytes,
+)
+from tests.redis_server import RedisProcess, start_redis
+
+__all__ = ["ENGINES", "Cadence", "measure_fanout"]
+
+ENGINES = ("memory", "redis", "redis2", "bare", "socketio")
+TABLE = "t1"
+PEERS = str(Path(__file__).resolve().parent / "peers.py")
+CONNECT_CONCURRENCY = 500  # handshakes in flight at once
+OPEN_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """The table's rhythm, the same for every engine at one N."""
+
+    betting_window: float = 0.5
+    deal_interval: float = 0.1
+
+    @classmethod
+    def for_spectators(cls, n: int) -> Cadence:
+        # About 40,000 deliveries a second at most, so the server is loaded but not saturated
+        # and the latency measured is fan-out, not a queue that grows for the whole window.
+        return cls(deal_interval=round(max(0.05, n / 40_000), 3))
+
+    def serve_options(self) -> dict[str, object]:
+        x = self.deal_interval
+        return {
+            "betting_window": self.betting_window,
+            "deal_interval": x,
+            "close_pause": x,
+            "result_pause": x,
+            "next_round_pause": x,
+        }
+
+    def peer_argv(self) -> list[str]:
+        return [f"--{k.replace('_', '-')}={v}" for k, v in self.serve_options().items()]
+
+
+@dataclass
+class Recorder:
+    """Every delivery while `active`: card arrivals per seq (per node for two nodes)."""
+
+    active: bool = False
+    deliveries: int = 0
+    ts: dict[int, int] = field(default_factory=dict)
+    arrivals: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
+    by_node: dict[int, dict[int, float]] = field(default_factory=lambda: defaultdict(dict))
+
+    def seen(self, event: dict[str, Any], node: int) -> None:
+        if not self.active:
+            return
+        now = time.time()
+        self.deliveries += 1
+        if event.get("kind") == "card":
+            seq = event["seq"]
+            self.ts[seq] = event["ts"]
+            self.arrivals[seq].append(now)
+            first = self.by_node[node]
+            if seq not in first:
+                first[seq] = now
+
+
+# --- clients of each engine ------------------------------------------------------------------
+
+
+async def _join_project(url: str) -> ClientConnection:
+    ws = await connect(
+        url + "?role=spectator",
+        subprotocols=[Subprotocol("baccarat.v1.msgpack")],
+        compression=None,
+        open_timeout=OPEN_TIMEOUT_S,
+        max_queue=None,
+    )
+    await ws.recv()  # welcome
+    await ws.send(msgpack.packb({"type": "join", "table": TABLE}))
+    while msgpack.unpackb(await ws.recv()).get("type") != "joined":
+        pass
+    return ws
+
+
+async def _join_bare(url: str) -> ClientConnection:
+    ws = await connect(url, compression=None, open_timeout=OPEN_TIMEOUT_S, max_queue=None)
+    await ws.send(msgpack.packb({"type": "join", "table": TABLE}))
+    while msgpack.unpackb(await ws.recv()).get("type") != "joined":
+        pass
+    return ws
+
+
+def _sio_url(url: str) -> str:
+    return url.replace("/ws", "/socket.io/") + "?EIO=4&transport=websocket"
+
+
+async def _join_socketio(url: str) -> ClientConnection:
+    """Engine.IO 4 over a WebSocket, socket.io packets in msgpack binary frames."""
+    ws = await connect(_sio_url(url), compression=None, open_timeout=OPEN_TIMEOUT_S, max_queue=None)
+    opened = await ws.recv()
+    assert isinstance(opened, str) and opened.startswith("0"), opened
+    await ws.send(msgpack.packb({"type": 0, "nsp": "/"}))  # CONNECT
+    await ws.recv()  # its CONNECT answer with the sid
+    await ws.send(msgpack.packb({"type": 2, "nsp": "/", "data": ["join", TABLE]}))
+    while True:
+        frame = await ws.recv()
+        if isinstance(frame, bytes) and msgpack.unpackb(frame).get("data", [None])[0] == "joined":
+            return ws
+
+
+async def _read(ws: ClientConnection, engine: str, node: int, recorder: Recorder) -> None:
+    with contextlib.suppress(ConnectionClosed):
+        async for frame in ws:
+            if isinstance(frame, str):
+                if frame == "2":  # engine.io ping
+                    await ws.send("3")
+                continue
+            message = msgpack.unpackb(frame)
+            if engine == "socketio":
+                data = message.get("data") or [None]
+                if data[0] != "event":
+                    continue
+                message = data[1]
+            if message.get("type") == "event":
+                recorder.seen(message, node)
+
+
+# --- servers ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Site:
+    servers: list[ServerProcess]
+    redis: RedisProcess | None = None
+
+    @property
+    def pids(self) -> list[int]:
+        return [s.pid for s in self.servers]
+
+    @property
+    def redis_pid(self) -> int | None:
+        proc = getattr(self.redis, "_proc", None)  # tests/redis_server keeps its Popen private
+        return proc.pid if proc is not None else None
+
+    async def stop(self) -> None:
+        for server in self.servers:
+            await server.stop()
+        if self.redis is not None:
+            self.redis.close()
+
+
+async def start_site(engine: str, cadence: Cadence) -> Site:
+    if engine in ("bare", "socketio"):
+        argv = [sys.executable, PEERS, engine, *cadence.peer_argv()]
+        return Site([await ServerProcess(engine, argv).start()])
+    options = {**cadence.serve_options(), "tables": f"{TABLE}=classic8"}
+    if engine == "memory":
+        return Site([await baccarat_serve("memory", options).start()])
+    redis = start_redis()
+    site = Site([], redis)
+    if can_pin() and site.redis_pid is not None:
+        os.sched_setaffinity(site.redis_pid, {SERVER_CORE})  # Redis on the server core too
+    count = 2 if engine == "redis2" else 1
+    for i in range(count):
+        node = baccarat_serve(f"node{i}", {**options, "node_id": f"bench-{i}"}, redis.url)
+        site.servers.append(await node.start())
+    return site
+
+
+# --- one measurement -------------------------------------------------------------------------
+
+
+async def _connect_all(engine: str, urls: list[str], n: int) -> tuple[list[Any], float, int]:
+    join = {"bare": _join_bare, "socketio": _join_socketio}.get(engine, _join_project)
+    gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
+    failures = 0
+
+    async def one(i: int) -> tuple[ClientConnection, int] | None:
+        nonlocal failures
+        async with gate:
+            try:
+                return await join(urls[i % len(urls)]), i % len(urls)
+            except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed):
+                failures += 1
+                return None
+
+    started = time.perf_counter()
+    results = await asyncio.gather(*(one(i) for i in range(n)))
+    elapsed = time.perf_counter() - started
+    return [r for r in results if r is not None], elapsed, failures
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    values.sort()
+    return {
+        "p50": round(quantile(values, 0.50), 3),
+        "p99": round(quantile(values, 0.99), 3),
+        "max": round(values[-1], 3) if values else 0.0,
+    }
+
+
+async def measure_fanout(engine: str, n: int, window_s: float) -> dict[str, Any]:
+    cadence = Cadence.for_spectators(n)
+    site = await start_site(engine, cadence)
+    recorder = Recorder()
+    readers: list[asyncio.Task[None]] = []
+    clients: list[Any] = []
+    try:
+        await asyncio.sleep(1.0)  # let the server settle before its baseline RSS
+        rss_before = sum(rss_bytes(pid) for pid in site.pids)
+        clients, connect_s, failures = await _connect_all(engine, [s.url for s in site.servers], n)
+        rss_after = sum(rss_bytes(pid) for pid in site.pids)
+        readers = [asyncio.create_task(_read(ws, engine, node, recorder)) for ws, node in clients]
+        await asyncio.sleep(1.0)  # warm-up: every reader is reading
+        server_cpu = CpuMeter(site.pids)
+        redis_cpu = CpuMeter([site.redis_pid] if site.redis_pid else [])
+        generator_cpu = CpuMeter([os.getpid()])
+        for meter in (server_cpu, redis_cpu, generator_cpu):
+            meter.start()
+        recorder.active = True
+        await asyncio.sleep(window_s)
+        recorder.active = False
+        for meter in (server_cpu, redis_cpu, generator_cpu):
+            meter.stop()
+    finally:
+        for ws, _ in clients:
+            ws.transport.abort()  # no closing handshakes: tearing down is not measured
+        for task in readers:
+            task.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        await site.stop()
+    return _result(engine, n, cadence, recorder, clients, connect_s, failures, window_s) | {
+        "rss_per_conn_kib": round((rss_after - rss_before) / max(len(clients), 1) / 1024, 2),
+        "server_cpu_s": round(server_cpu.cpu, 3),
+        "server_us_per_delivery": round(server_cpu.cpu / max(recorder.deliveries, 1) * 1e6, 2),
+        "redis_cpu_s": round(redis_cpu.cpu, 3),
+        "generator_cpu": round(generator_cpu.cpu / max(generator_cpu.wall, 1e-9), 3),
+    }
+
+
+def _result(
+    engine: str,
+    n: int,
+    cadence: Cadence,
+    recorder: Recorder,
+    clients: list[Any],
+    connect_s: float,
+    failures: int,
+    window_s: float,
+) -> dict[str, Any]:
+    latency: list[float] = []
+    first: list[float] = []
+    spread: list[float] = []
+    for seq, arrivals in recorder.arrivals.items():
+        ts = recorder.ts[seq]
+        latency += [t * 1000 - ts for t in arrivals]
+        first.append(min(arrivals) * 1000 - ts)
+        if len(arrivals) >= 0.99 * len(clients):  # events every client got in the window
+            spread.append((max(arrivals) - min(arrivals)) * 1000)
+    result: dict[str, Any] = {
+        "engine": engine,
+        "spectators": n,
+        "connected": len(clients),
+        "connect_failures": failures,
+        "connect_s": round(connect_s, 3),
+        "deal_interval_s": cadence.deal_interval,
+        "window_s": window_s,
+        "card_events": len(recorder.arrivals),
+        "deliveries": recorder.deliveries,
+        "latency_ms": _summary(latency),
+        "first_ms": _summary(first),
+        "spread_ms": _summary(spread),
+    }
+    if engine == "redis2":
+        result["second_node_added_ms"] = _second_node(recorder)
+    return result
+
+
+def _second_node(recorder: Recorder) -> dict[str, float]:
+    """Per card event, the second node's first delivery minus the first node's."""
+    a, b = recorder.by_node.get(0, {}), recorder.by_node.get(1, {})
+    return _summary([(b[s] - a[s]) * 1000 for s in a.keys() & b.keys()])

@@ -1,0 +1,192 @@
+"""The peers the fan-out benchmark compares against, dealing like our table loop.
+
+* `bare`: a plain `websockets` server with the same options as ours (no compression, the same
+  frame limit, queue and keepalive). Each event is encoded once and sent with
+  `websockets.broadcast` to every joined connection: the library's own limit.
+* `socketio`: python-socketio on aiohttp, msgpack serializer, WebSocket transport only; each
+  event is one `emit` to the table's room.
+
+Both deal rounds with our table loop's cadence and event shapes (round_opened, betting_closed
+after the window, a card every deal interval, round_result with the last card, round_settled),
+cards from a real shuffled shoe resolved by the game core, `ts` in ms since the epoch.
+
+    python bench/peers.py bare|socketio [--port 0] [--betting-window S] [--deal-interval S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import msgpack
+from websockets.asyncio.server import ServerConnection, broadcast, serve
+
+from server.core.coup import resolve_coup
+from server.core.shoe import MAX_COUP_CARDS, Shoe
+
+TABLE = "t1"
+Event = dict[str, Any]
+
+
+async def deal_forever(
+    args: argparse.Namespace, publish: Callable[[Event], Awaitable[None]]
+) -> None:
+    """Our table loop's rounds, in its rhythm; `publish` gets every event."""
+    seq = 0
+    rng = random.Random()
+    shoe = Shoe.shuffled(8, 7, rng)
+    round_no = 0
+
+    async def emit(kind: str, **fields: Any) -> None:
+        nonlocal seq
+        seq += 1
+        event = {"type": "event", "table": TABLE, "seq": seq, "round": round_no}
+        event |= {"ts": time.time_ns() // 1_000_000, "kind": kind, **fields}
+        await publish(event)
+
+    while True:
+        round_no += 1
+        if shoe.position + MAX_COUP_CARDS >= shoe.cut_index:
+            shoe = Shoe.shuffled(8, 7, rng)
+        now = time.time_ns() // 1_000_000
+        await emit(
+            "round_opened",
+            closes_at=now + int(args.betting_window * 1000),
+            shoe=1,
+            last_hand=False,
+            rules="classic8",
+        )
+        await asyncio.sleep(args.betting_window)
+        await emit("betting_closed")
+        coup = resolve_coup(shoe.cards[shoe.position : shoe.position + MAX_COUP_CARDS])
+        shoe = Shoe(shoe.cards, shoe.position + coup.cards_used, shoe.cut_index)
+        for index, (hand, card) in enumerate(coup.deal_order):
+            await asyncio.sleep(args.close_pause if index == 0 else args.deal_interval)
+            suit = card.suit.value if card.suit else None
+            await emit("card", hand=hand.value, index=index, rank=card.rank, suit=suit)
+        result = coup.to_dict()
+        await emit(
+            "round_result",
+            **{
+                k: result[k]
+                for k in (
+                    "winner",
+                    "player_total",
+                    "banker_total",
+                    "natural",
+                    "player_pair",
+                    "banker_pair",
+                    "cards_used",
+                )
+            },
+        )
+        await asyncio.sleep(args.result_pause)
+        await emit("round_settled", winner=coup.winner.value, bets=0, staked=0, paid=0)
+        await asyncio.sleep(args.next_round_pause)
+
+
+async def run_bare(args: argparse.Namespace) -> None:
+    joined: set[ServerConnection] = set()
+
+    async def handler(ws: ServerConnection) -> None:
+        try:
+            async for frame in ws:
+                message = msgpack.unpackb(frame) if isinstance(frame, bytes) else {}
+                if isinstance(message, dict) and message.get("type") == "join":
+                    await ws.send(msgpack.packb({"type": "joined", "table": TABLE, "seq": 0}))
+                    joined.add(ws)
+        finally:
+            joined.discard(ws)
+
+    async def publish(event: Event) -> None:
+        broadcast(joined, msgpack.packb(event))  # encoded once, as our hub does
+
+    # The options of server/transport/server.py, so only the fan-out differs.
+    async with serve(
+        handler,
+        "127.0.0.1",
+        args.port,
+        compression=None,
+        max_size=16 * 1024,
+        max_queue=64,
+        close_timeout=2,
+        ping_interval=20,
+        ping_timeout=20,
+    ) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        print(f"bare: serving on ws://127.0.0.1:{port}/ws", file=sys.stderr, flush=True)
+        await deal_forever(args, publish)
+
+
+async def run_socketio(args: argparse.Namespace) -> None:
+    import socketio
+    from aiohttp import web
+
+    sio = socketio.AsyncServer(
+        async_mode="aiohttp",
+        serializer="msgpack",
+        transports=["websocket"],
+        ping_interval=20,
+        ping_timeout=20,
+        max_http_buffer_size=16 * 1024,
+    )
+
+    @sio.on("join")  # type: ignore[untyped-decorator]
+    async def join(sid: str, table: str) -> None:
+        await sio.enter_room(sid, table)
+        await sio.emit("joined", {"table": table, "seq": 0}, to=sid)
+
+    async def publish(event: Event) -> None:
+        await sio.emit("event", event, room=TABLE)
+
+    app = web.Application()
+    sio.attach(app)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", args.port)
+    await site.start()
+    server = site._server
+    assert server is not None
+    port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    print(f"socketio: serving on ws://127.0.0.1:{port}/socket.io/", file=sys.stderr, flush=True)
+    try:
+        await deal_forever(args, publish)
+    finally:
+        await runner.cleanup()
+
+
+async def _main(args: argparse.Namespace) -> None:
+    await (run_bare(args) if args.peer == "bare" else run_socketio(args))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("peer", choices=["bare", "socketio"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--betting-window", type=float, default=0.5)
+    parser.add_argument("--deal-interval", type=float, default=0.1)
+    parser.add_argument("--close-pause", type=float, default=0.1)
+    parser.add_argument("--result-pause", type=float, default=0.1)
+    parser.add_argument("--next-round-pause", type=float, default=0.1)
+    args = parser.parse_args()
+    try:
+        import uvloop  # the loop our server runs on
+    except ImportError:
+        runner: Callable[[Any], object] = asyncio.run
+    else:
+        runner = uvloop.run
+    with contextlib.suppress(KeyboardInterrupt):
+        runner(_main(args))
+
+
+if __name__ == "__main__":
+    main()

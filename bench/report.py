@@ -1,0 +1,208 @@
+"""Turn a bench run's results into PNG plots and the generated section of docs/benchmarks.md."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+__all__ = ["plot", "update_doc"]
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+LABELS = {
+    "memory": "ours (memory)",
+    "redis": "ours (Redis, 1 node)",
+    "redis2": "ours (Redis, 2 nodes)",
+    "bare": "bare websockets",
+    "socketio": "python-socketio",
+}
+
+
+def _series(results: dict[str, Any], pick: Any) -> dict[str, list[tuple[int, float]]]:
+    series: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for row in results["fanout"]:
+        if "error" not in row:
+            series[row["engine"]].append((row["spectators"], pick(row)))
+    return series
+
+
+def plot(results: dict[str, Any], out: Path) -> list[str]:
+    """Latency, CPU per delivery and connect time against spectators; the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    prefix = "smoke_" if results["kind"] == "smoke" else ""
+    charts = [
+        ("fanout_latency", "card delivery p99 (ms)", lambda r: r["latency_ms"]["p99"]),
+        ("fanout_cpu", "server CPU per delivery (µs)", lambda r: r["server_us_per_delivery"]),
+        ("fanout_connect", "connect + join (s)", lambda r: r["connect_s"]),
+    ]
+    written = []
+    for name, ylabel, pick in charts:
+        fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+        for engine, points in sorted(_series(results, pick).items()):
+            xs, ys = zip(*sorted(points), strict=True)
+            ax.plot(xs, ys, marker="o", label=LABELS.get(engine, engine))
+        sizes = sorted({row["spectators"] for row in results["fanout"]})
+        if len(sizes) > 1:
+            ax.set_xscale("log")
+            ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+            ax.minorticks_off()
+        ax.set_xlabel("spectators on one table")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{ylabel} ({results['kind']} run, {results['date']})", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = out / f"{prefix}{name}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path.name)
+    return written
+
+
+def _fanout_table(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "| engine | spectators | connect + join s | RSS / conn KiB | card p50 / p99 / max ms "
+        "| first write p50 / p99 ms | spread p50 / p99 ms | server µs / delivery | generator CPU |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results["fanout"]:
+        if "error" in r:
+            lines.append(
+                f"| {r['engine']} | {r['spectators']} | failed: {r['error']} | | | | | | |"
+            )
+            continue
+        lat, first, spread = r["latency_ms"], r["first_ms"], r["spread_ms"]
+        lines.append(
+            f"| {LABELS.get(r['engine'], r['engine'])} | {r['connected']:,} | {r['connect_s']} "
+            f"| {r['rss_per_conn_kib']} | {lat['p50']} / {lat['p99']} / {lat['max']} "
+            f"| {first['p50']} / {first['p99']} | {spread['p50']} / {spread['p99']} "
+            f"| {r['server_us_per_delivery']} | {r['generator_cpu']:.0%} |"
+        )
+    return lines
+
+
+def _ratios(results: dict[str, Any]) -> list[str]:
+    rows = {(r["engine"], r["spectators"]): r for r in results["fanout"] if "error" not in r}
+    sizes = sorted({n for _, n in rows})
+    lines = [
+        "| ratio | " + " | ".join(f"{n:,}" for n in sizes) + " |",
+        "| --- |" + " ---: |" * len(sizes),
+    ]
+
+    def ratio(a: str, b: str, pick: Any) -> str:
+        cells = []
+        for n in sizes:
+            if (a, n) in rows and (b, n) in rows and pick(rows[(b, n)]):
+                cells.append(f"{pick(rows[(a, n)]) / pick(rows[(b, n)]):.2f}")
+            else:
+                cells.append("-")
+        return " | ".join(cells)
+
+    def cpu(r: dict[str, Any]) -> float:
+        return float(r["server_us_per_delivery"])
+
+    def p99(r: dict[str, Any]) -> float:
+        return float(r["latency_ms"]["p99"])
+
+    def connect(r: dict[str, Any]) -> float:
+        return float(r["connect_s"])
+
+    def rss(r: dict[str, Any]) -> float:
+        return float(r["rss_per_conn_kib"])
+
+    for label, a, b, pick in (
+        ("CPU per delivery, ours (memory) ÷ bare", "memory", "bare", cpu),
+        ("card p99, ours (memory) ÷ bare", "memory", "bare", p99),
+        ("RSS per connection, ours (memory) ÷ bare", "memory", "bare", rss),
+        ("connect + join, ours (memory) ÷ bare", "memory", "bare", connect),
+        ("CPU per delivery, Redis ÷ memory", "redis", "memory", cpu),
+        ("connect + join, Redis ÷ memory", "redis", "memory", connect),
+        ("CPU per delivery, python-socketio ÷ bare", "socketio", "bare", cpu),
+    ):
+        lines.append(f"| {label} | {ratio(a, b, pick)} |")
+    return lines
+
+
+def _second_node(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "| spectators | second node's first delivery minus the owner's, p50 / p99 / max ms |",
+        "| ---: | ---: |",
+    ]
+    for r in results["fanout"]:
+        if r.get("engine") == "redis2" and "second_node_added_ms" in r:
+            s = r["second_node_added_ms"]
+            lines.append(f"| {r['spectators']:,} | {s['p50']} / {s['p99']} / {s['max']} |")
+    return lines
+
+
+def _bets_table(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "| site | clients | accepted bets/s | ack p50 / p99 / max ms | rejected | node CPU "
+        "| Redis CPU | generator CPU |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+    ]
+    for r in results["bets"]:
+        if "error" in r:
+            lines.append(f"| {r['site']} | failed: {r['error']} | | | | | | |")
+            continue
+        ack = r["ack_ms"]
+        site = {"memory": "memory, 1 node", "redis": "Redis, 1 node", "redis2": "Redis, 2 nodes"}
+        lines.append(
+            f"| {site.get(r['site'], r['site'])} | {r['clients']} | {r['bets_per_s']:,.0f} "
+            f"| {ack['p50']} / {ack['p99']} / {ack['max']} | {r['rejected'] or '-'} "
+            f"| {r['server_cpu']:.0%} | {r['redis_cpu']:.0%} | {r['generator_cpu']:.0%} |"
+        )
+    return lines
+
+
+def section(results: dict[str, Any], plots: list[str]) -> str:
+    m = results["machine"]
+    pinned = "server(s) and Redis on core 0, generator on core 1 (taskset)"
+    lines = [
+        BEGIN,
+        "",
+        f"_Generated by `{results['command']}` ({results['kind']} run) on {results['date']} "
+        f"in {results.get('elapsed_s', '?')} s. Do not edit by hand: rerun it._",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Linux "
+        f"{m['kernel']}, Python {m['python']}, websockets {m['websockets']}, python-socketio "
+        f"{m['python-socketio']} on aiohttp {m['aiohttp']}, redis-server {m['redis-server']}; "
+        f"{pinned if m['pinned'] else 'not pinned (no taskset or one core)'}; "
+        f"load average at start {m['load_average']}.",
+        "",
+        "### Fan-out to spectators",
+        "",
+        *_fanout_table(results),
+        "",
+        *_ratios(results),
+        "",
+        "### Two nodes on Redis",
+        "",
+        *_second_node(results),
+        "",
+        "### Bets",
+        "",
+        *_bets_table(results),
+        "",
+        *[f"![{name}](bench/{name})" for name in plots],
+        "",
+    ]
+    if results["skipped"]:
+        lines += [f"Skipped to stay within the time budget: {', '.join(results['skipped'])}.", ""]
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def update_doc(results: dict[str, Any], plots: list[str], doc: Path) -> None:
+    text = doc.read_text()
+    new = section(results, plots)
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + new + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n## Results\n\n" + new + "\n"
+    doc.write_text(text)

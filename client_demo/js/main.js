@@ -1,0 +1,85 @@
+// Boot: the app, the header (connection, player, balance), the router (#/ and #/t/<id>).
+
+import { App } from "./app.js";
+import { h, setAttr, setText } from "./dom.js";
+import { money } from "./format.js";
+import { LobbyView } from "./lobby.js";
+import { TableView } from "./table_view.js";
+
+// ?guest=new: this tab is a guest of its own (its token lives in sessionStorage, so a refresh
+// keeps it), e.g. to play against a friend in another tab of the same browser.
+const perTab = new URLSearchParams(window.location.search).has("guest");
+const app = new App(window.location, perTab ? window.sessionStorage : window.localStorage);
+window.__baccarat = app; // for tests and curious developers: the whole state, read-only please
+
+const header = buildHeader();
+const main = document.getElementById("main");
+let view = null;
+let viewKey = "";
+
+function buildHeader() {
+  const el = {
+    connection: document.querySelector("[data-testid=connection]"),
+    connectionText: document.querySelector("[data-testid=connection] .conn-text"),
+    player: document.querySelector("[data-testid=player]"),
+    balance: document.querySelector("[data-testid=balance]"),
+    notices: document.querySelector("[data-testid=notice]"),
+    offline: document.querySelector(".offline"),
+  };
+  return {
+    update() {
+      const state = app.connState;
+      setAttr(el.connection, "data-state", state);
+      let text = "Connecting…";
+      if (state === "open") text = "Connected";
+      if (state === "reconnecting") {
+        const d = app.connDetail;
+        const why = d.opened ? "Connection lost" : "Cannot reach the server";
+        text = `${why}: reconnecting (attempt ${app.conn.attempt})…`;
+      }
+      setText(el.connectionText, text);
+      el.offline.hidden = state !== "reconnecting";
+      const who = app.player
+        ? `${app.name || app.player}${app.isSpectator ? " (spectator)" : ""}`
+        : app.isSpectator
+          ? "Spectator"
+          : "";
+      setText(el.player, who);
+      setAttr(el.player, "data-player", app.player);
+      setAttr(el.player, "data-role", app.role || (app.isSpectator ? "spectator" : app.player ? "player" : null));
+      setText(el.balance, app.balance === null ? "—" : money(app.balance));
+      setAttr(el.balance, "data-value", app.balance);
+      el.balance.parentElement.hidden = app.isSpectator; // a spectator has no money here
+      const shown = [...el.notices.children].map((n) => n.dataset.id).join(",");
+      if (shown !== app.notices.map((n) => n.id).join(",")) {
+        el.notices.replaceChildren(
+          ...app.notices.map((n) => h("p", { class: `notice ${n.level}`, "data-id": n.id, text: n.text })),
+        );
+      }
+    },
+  };
+}
+
+function route() {
+  const match = window.location.hash.match(/^#\/t\/(.+)$/);
+  const key = match ? `t:${decodeURIComponent(match[1])}` : "lobby";
+  if (key === viewKey) return;
+  viewKey = key;
+  if (view) view.destroy();
+  view = match ? new TableView(app, decodeURIComponent(match[1])) : new LobbyView(app);
+  main.replaceChildren(view.el);
+  view.update({ kind: "route" });
+  const title = view.el.querySelector("h2");
+  if (title) title.focus({ preventScroll: true });
+  document.title = match ? `${decodeURIComponent(match[1])} · Live Baccarat` : "Live Baccarat";
+}
+
+app.subscribe((change) => {
+  header.update();
+  if (change.kind !== "notice") view?.update(change);
+});
+window.addEventListener("hashchange", route);
+setInterval(() => view?.tick(), 100);
+route();
+header.update();
+app.start();

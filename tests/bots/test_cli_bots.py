@@ -1,0 +1,28 @@
+"""`baccarat bots` usage errors: one line on stderr, exit 2, nothing started."""
+
+from __future__ import annotations
+
+import pytest
+
+from server.cli import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["bots"], "--url"),
+        (["bots", "--url", "http://x/ws"], "ws://"),
+        (["bots", "--url", "ws://x/ws", "--bots", "-1"], "--bots"),
+        (["bots", "--url", "ws://x/ws", "--duration", "nan"], "--duration"),
+        (["bots", "--url", "ws://x/ws", "--strategy", "double"], "--strategy"),
+        (["bots", "--url", "ws://x/ws", "--token-secret", "a", "--token-file", "b"], "not allowed"),
+        (["bots", "--url", "ws://x/ws", "--token-file", "/nonexistent/secret"], "--token-file"),
+    ],
+)
+def test_bad_options_are_one_line_and_status_2(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each bad option is named on one line of stderr and the status is 2."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1

@@ -1,0 +1,539 @@
+"""The hub on its own: fake subscribers, a real MemoryStore, each delivery path in turn.
+
+Events reach a feed by the commit hand-off (`Hub.offer`), by the follower (whatever the
+store holds that nobody handed over) and by joins waiting ahead of the feed. Every
+subscribed, waiting or parked client either keeps receiving or is asked to resync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable, Collection
+from typing import Any
+
+import pytest
+import structlog
+
+from server.store.base import Event, Settlement, Store, StoreUnavailable
+from server.store.memory import MemoryStore
+from server.transport.hub import Hub, Subscriber, TableFeed
+from server.wire.codec import Encoding, Frame, decode
+from tests.store import RULES, TABLE, ManualClock, Owner, bet
+from tests.transport.conftest import within
+from tests.transport.history import rewind
+
+pytestmark = pytest.mark.timeout(30)
+
+QUIET = 3600.0  # a watchdog interval that never elapses in a test: only a wake-up checks
+
+
+class FakeSub:
+    """A Subscriber that keeps what it is sent; it may rejoin by itself when asked to
+    resync, as a session does (snapshot from the store, then subscribe after it)."""
+
+    def __init__(self, player: str = "p", *, hub: Hub | None = None) -> None:
+        self.encoding = Encoding.JSON
+        self.player = player
+        self.messages: list[dict[str, Any]] = []
+        self.resyncs = 0
+        self.slow = False
+        self.dropped = False
+        self.hub = hub  # set: rejoin on resync
+        self.snapshots: list[tuple[int, str]] = []
+        self.changed = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def connection(self) -> object:
+        return self
+
+    def push_frame(self, frame: Frame) -> None:
+        self.messages.append(decode(frame))
+        self.changed.set()
+
+    def over_buffer_limit(self) -> bool:
+        return self.slow
+
+    def drop_slow(self) -> None:
+        self.dropped = True
+
+    def resync(self, table_id: str) -> None:
+        self.resyncs += 1
+        self.changed.set()
+        if self.hub is not None:
+            task = asyncio.create_task(self.rejoin(self.hub, table_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def rejoin(self, hub: Hub, table_id: str) -> int | None:
+        """What Session does: a snapshot, then subscribe after its seq, in its epoch."""
+        snap = await hub.store.snapshot(table_id, self.player)
+        assert snap is not None
+        self.snapshots.append((snap.seq, snap.epoch))
+        self.messages.append({"type": "snapshot", "seq": snap.seq, "round": snap.state.round})
+        self.changed.set()
+        feed = await hub.feed(table_id)
+        return feed.subscribe_after(self, snap.seq, snap.epoch, from_store=True)
+
+    @property
+    def seqs(self) -> list[int]:
+        return [m["seq"] for m in self.messages if m["type"] == "event"]
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        async with asyncio.timeout(within()):
+            while not condition():
+                self.changed.clear()
+                await self.changed.wait()
+
+
+def fanout(subs: dict[object, Subscriber], frame: Frame) -> None:
+    for sub in subs.values():
+        sub.push_frame(frame)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def store(clock: ManualClock) -> MemoryStore:
+    store = MemoryStore(clock)
+    await store.create_table(TABLE, RULES)
+    return store
+
+
+Make = Callable[..., Hub]
+
+
+@pytest.fixture
+async def make_hub() -> AsyncIterator[Make]:
+    hubs: list[Hub] = []
+
+    def make(
+        store: Store,
+        send: Callable[[Subscriber, object], None] | None = None,
+        **options: Any,
+    ) -> Hub:
+        hub = Hub(store, send or (lambda sub, s: None), fanout=fanout, **options)
+        hubs.append(hub)
+        return hub
+
+    yield make
+    for hub in hubs:
+        await hub.close()
+
+
+async def _owner(store: Store) -> Owner:
+    return await Owner(store).start()
+
+
+# --- the three delivery paths --------------------------------------------------------------
+
+
+async def test_offer_delivers_committed_events_at_once(store: MemoryStore, make_hub: Make) -> None:
+    """The commit hand-off: events this node committed reach subscribers synchronously,
+    before the follower has run at all; the follower then repeats nothing."""
+    hub = make_hub(store, check_interval=QUIET)
+    feed = await hub.feed(TABLE)
+    sub = FakeSub()
+    assert feed.subscribe_after(sub, 0) == 0
+    owner = await _owner(store)
+    opened = await owner.open()
+    hub.offer(TABLE, opened)  # no await since the commit: the follower has not read them
+    assert sub.seqs == [e["seq"] for e in opened]
+    closed = await owner.close()
+    hub.offer(TABLE, closed)
+    hub.offer(TABLE, opened)  # an old hand-off again: already delivered, ignored
+    assert sub.seqs == list(range(1, closed[-1]["seq"] + 1))
+    dealt = await owner.deal()  # not handed over: the follower brings these, and no repeat
+    await sub.until(lambda: dealt[-1]["seq"] in sub.seqs)
+    assert sub.seqs == list(range(1, dealt[-1]["seq"] + 1))
+
+
+async def test_follower_delivers_what_nobody_handed_over(
+    store: MemoryStore, make_hub: Make
+) -> None:
+    """The follower: events committed elsewhere (another node, a bet) arrive in order."""
+    hub = make_hub(store, check_interval=QUIET)
+    feed = await hub.feed(TABLE)
+    subs = [FakeSub(f"p{i}") for i in range(3)]
+    for sub in subs:
+        feed.subscribe_after(sub, 0)
+    owner = await _owner(store)
+    events = await owner.open()
+    await store.ensure_player("alice", 10_000)
+    await bet(store, "alice", 100)
+    events += await owner.close()
+    last = await store.last_seq(TABLE)
+    for sub in subs:
+        await sub.until(lambda sub=sub: len(sub.seqs) == last)  # type: ignore[misc]
+        assert sub.seqs == list(range(1, last + 1))
+    assert [m["kind"] for m in subs[0].messages][-1] == events[-1]["kind"]
+
+
+async def test_a_join_waiting_ahead_is_subscribed_when_the_feed_gets_there(
+    store: MemoryStore, make_hub: Make
+) -> None:
+    """A join whose snapshot is newer than the feed waits, then gets exactly the events
+    after its snapshot."""
+    hub = make_hub(store, check_interval=QUIET)
+    feed = await hub.feed(TABLE)  # at seq 0; its follower has not run yet
+    owner = await _owner(store)
+    opened = await owner.open()
+    ahead = opened[-1]["seq"]
+    sub = FakeSub()
+    assert feed.subscribe_after(sub, ahead) == ahead
+    assert sub in feed.waiting
+    closed = await owner.close()  # the follower reads the open round, then these
+    await sub.until(lambda: len(sub.seqs) == len(closed))
+    assert sub.seqs == [e["seq"] for e in closed]
+    assert sub.resyncs == 0 and sub not in feed.waiting
+
+
+# --- a follower that skips ahead tells everyone --------------------------------------------
+
+
+async def test_a_follower_that_skips_ahead_resyncs_waiting_and_subscribed_clients(
+    clock: ManualClock, make_hub: Make
+) -> None:
+    """The follower fell behind what the store holds and skipped to its end. Before, a join
+    waiting ahead of it was never subscribed and heard nothing again; now every waiting and
+    subscribed client is asked to resync and, rejoining, hears every event after."""
+    store = MemoryStore(clock, history_events=3)
+    await store.create_table(TABLE, RULES)
+    hub = make_hub(store, check_interval=QUIET)
+    feed = await hub.feed(TABLE)  # at seq 0; nothing read yet
+    owner = await _owner(store)
+    opened = await owner.open()  # 3 events
+    live, waiting = FakeSub("live", hub=hub), FakeSub("waiting", hub=hub)
+    feed.subscribe_after(live, 0)
+    feed.subscribe_after(waiting, opened[-1]["seq"])
+    await store.ensure_player("alice", 10_000)
+    for _ in range(4):  # the store now holds none of the events the follower has not read
+        await bet(store, "alice", 100)
+    for sub in (live, waiting):
+        await sub.until(lambda sub=sub: bool(sub.snapshots))  # type: ignore[misc]
+        assert sub.resyncs == 1
+    assert feed.last_seq == await store.last_seq(TABLE)
+    closed = await owner.close()
+    for sub in (live, waiting):
+        await sub.until(lambda sub=sub: closed[-1]["seq"] in sub.seqs)  # type: ignore[misc]
+        (snap_seq, _), *_ = sub.snapshots
+        after = [m["seq"] for m in sub.messages[sub.messages.index(_snap(sub)) + 1 :]]
+        assert after == list(range(snap_seq + 1, closed[-1]["seq"] + 1))
+
+
+def _snap(sub: FakeSub) -> dict[str, Any]:
+    return next(m for m in sub.messages if m["type"] == "snapshot")
+
+
+# --- settlements -----------------------------------------------------------------------------
+
+
+async def _round_with_bettors(store: MemoryStore, players: list[str]) -> tuple[Owner, int]:
+    owner = await _owner(store)
+    await owner.open()
+    for player in players:
+        await store.ensure_player(player, 10_000)
+        await bet(store, player, 100, "banker")
+    return owner, owner.state.round
+
+
+async def test_one_failed_settlement_delivery_stops_no_other(
+    store: MemoryStore, make_hub: Make
+) -> None:
+    """The first delivery raises: every other bettor still gets their settlement, and the
+    failure is logged with its traceback."""
+    players = [f"p{i}" for i in range(6)]
+    failed: list[str] = []
+    delivered: list[str] = []
+    done = asyncio.Event()
+
+    def send(sub: Subscriber, settlement: object) -> None:
+        assert isinstance(settlement, Settlement) and settlement.round == round_no
+        if not failed:
+            failed.append(sub.player)
+            raise RuntimeError("this connection broke mid-write")
+        delivered.append(sub.player)
+        if len(delivered) == len(players) - 1:
+            done.set()
+
+    with structlog.testing.capture_logs() as logs:
+        hub = make_hub(store, send, check_interval=QUIET)
+        feed = await hub.feed(TABLE)
+        owner, round_no = await _round_with_bettors(store, players)
+        subs = [FakeSub(player) for player in players]
+        feed.bettors[round_no] = set(subs)
+        hub.offer(TABLE, await owner.finish())
+        await asyncio.wait_for(done.wait(), within())
+    assert sorted(failed + delivered) == players
+    [failure] = [e for e in logs if e["event"] == "settlement_not_delivered"]
+    assert failure["exc_info"] is True and failure["round"] == round_no
+    assert failure["player"] == failed[0]
+
+
+class FlakyStore(MemoryStore):
+    """A memory store whose first settlement read fails, as a Redis going down would."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.batch_reads = 0
+        self.single_reads = 0  # the hub must not read them one by one
+
+    async def settlements(
+        self, table_id: str, round_no: int, players: Collection[str]
+    ) -> dict[str, Settlement]:
+        self.batch_reads += 1
+        if self.batch_reads == 1:
+            raise StoreUnavailable("redis is unreachable: connection reset")
+        return await super().settlements(table_id, round_no, players)
+
+    async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
+        self.single_reads += 1
+        return await super().settlement(table_id, round_no, player)
+
+
+async def test_a_failed_settlement_read_is_retried(clock: ManualClock, make_hub: Make) -> None:
+    """The store fails the first read: it is logged with its traceback, retried after a
+    pause, and every settlement arrives, read in one batch."""
+    store = FlakyStore(clock)
+    await store.create_table(TABLE, RULES)
+    players = ["alice", "bob", "carol"]
+    got: dict[str, Settlement] = {}
+    arrived = asyncio.Event()
+
+    def send(sub: Subscriber, settlement: object) -> None:
+        assert isinstance(settlement, Settlement)
+        got[sub.player] = settlement
+        if len(got) == len(players):
+            arrived.set()
+
+    with structlog.testing.capture_logs() as logs:
+        hub = make_hub(store, send, check_interval=QUIET, retry_delay=0.01)
+        feed = await hub.feed(TABLE)
+        owner, round_no = await _round_with_bettors(store, players)
+        feed.bettors[round_no] = {FakeSub(player) for player in players}
+        hub.offer(TABLE, await owner.finish())
+        await asyncio.wait_for(arrived.wait(), within())
+    assert (store.batch_reads, store.single_reads) == (2, 0)
+    for player in players:
+        assert got[player] == await store.settlement(TABLE, round_no, player)
+    [failed] = [e for e in logs if e["event"] == "task_failed"]
+    assert failed["exc_info"] is True and failed["task"] == "settlements"
+    assert failed["attempt"] == 1 and failed["round"] == round_no
+
+
+async def test_a_task_that_keeps_failing_is_given_up(store: MemoryStore, make_hub: Make) -> None:
+    """Retries are bounded: after the last attempt the task is given up, and says so."""
+    hub = make_hub(store, attempts=3, retry_delay=0.001)
+    calls = 0
+
+    async def broken() -> None:
+        nonlocal calls
+        calls += 1
+        raise ValueError("always")
+
+    with structlog.testing.capture_logs() as logs:
+        assert await hub.spawn("broken", broken, table=TABLE) is False
+    assert calls == 3
+    assert [e["event"] for e in logs] == ["task_failed"] * 3 + ["task_gave_up"]
+
+
+# --- the history goes backwards --------------------------------------------------------------
+
+
+_players = itertools.count()
+
+
+async def _played(store: MemoryStore, clock: ManualClock, owner: Owner, n: int) -> list[Event]:
+    """Commit `n` more bet events (each with a later ts than any before)."""
+    events = []
+    for _ in range(n):
+        clock.now_ms += 7
+        player = f"b{next(_players)}"
+        await store.ensure_player(player, 1_000)
+        await bet(store, player, 100, round_no=owner.state.round)
+        [event] = await store.events_after(TABLE, await store.last_seq(TABLE) - 1) or []
+        events.append(event)
+    return events
+
+
+async def _history(
+    store: MemoryStore, clock: ManualClock, hub: Hub, n: int = 10
+) -> tuple[Owner, TableFeed, list[Event]]:
+    """A feed that has delivered `n` events past an open round."""
+    feed = await hub.feed(TABLE)
+    owner = await _owner(store)
+    events = await owner.open(window_ms=3_600_000)
+    hub.offer(TABLE, events)
+    more = await _played(store, clock, owner, n)
+    hub.offer(TABLE, more)
+    return owner, feed, events + more
+
+
+def _consistent(sub: FakeSub, store_events: list[Event]) -> None:
+    """After its last snapshot the subscriber got exactly the store's events, in order."""
+    last = max(i for i, m in enumerate(sub.messages) if m["type"] == "snapshot")
+    snap = sub.messages[last]
+    after = sub.messages[last + 1 :]
+    held = {e["seq"]: e for e in store_events}
+    assert [m["seq"] for m in after] == list(range(snap["seq"] + 1, snap["seq"] + 1 + len(after)))
+    assert all(m == held[m["seq"]] for m in after)
+
+
+async def test_the_watchdog_notices_a_store_behind_the_feed(
+    store: MemoryStore, clock: ManualClock, make_hub: Make
+) -> None:
+    """Nobody commits: the store silently holds less than the feed delivered. Within the
+    check interval the history gets a new epoch and every client resyncs to it."""
+    hub = make_hub(store, check_interval=0.05)
+    owner, feed, events = await _history(store, clock, hub)
+    old_epoch = feed.epoch
+    subs = [FakeSub(f"p{i}", hub=hub) for i in range(2)]
+    feed.subscribe_after(subs[0], 0)
+    feed.subscribe_after(subs[1], feed.last_seq)
+    rewind(store, TABLE, events[-6]["seq"])
+    for sub in subs:
+        await sub.until(lambda sub=sub: bool(sub.snapshots))  # type: ignore[misc]
+    new_epoch = await store.epoch(TABLE)
+    assert new_epoch != old_epoch and feed.epoch == new_epoch
+    assert [sub.snapshots for sub in subs] == [[(events[-6]["seq"], new_epoch)]] * 2
+    more = await _played(store, clock, owner, 3)  # the new history goes on
+    for sub in subs:
+        await sub.until(lambda sub=sub: more[-1]["seq"] in sub.seqs)  # type: ignore[misc]
+        _consistent(sub, await store.events_after(TABLE, 0) or [])
+
+
+async def test_an_own_commit_under_a_delivered_seq_resets_at_once(
+    store: MemoryStore, clock: ManualClock, make_hub: Make
+) -> None:
+    """This node's owner commits a seq the feed already delivered, with other content: the
+    history went back. No waiting for the interval: the reset comes at once."""
+    hub = make_hub(store, check_interval=QUIET)
+    owner, feed, events = await _history(store, clock, hub)
+    sub = FakeSub(hub=hub)
+    feed.subscribe_after(sub, feed.last_seq)
+    rewind(store, TABLE, events[-4]["seq"])
+    clock.now_ms += 1
+    recommitted = await owner.close()
+    hub.offer(TABLE, recommitted)
+    assert feed.stale
+    assert sub.seqs == []  # nothing of the new history reached it on top of the old one
+    await sub.until(lambda: bool(sub.snapshots))
+    assert sub.snapshots == [(recommitted[-1]["seq"], await store.epoch(TABLE))]
+    await owner.deal()
+    await sub.until(lambda: len(sub.seqs) > 0)
+    _consistent(sub, await store.events_after(TABLE, 0) or [])
+
+
+async def test_a_join_is_never_followed_by_another_history(
+    store: MemoryStore, clock: ManualClock, make_hub: Make
+) -> None:
+    """The reported case: the store went back and grew again, elsewhere; a new join's
+    snapshot is of the new history, while the feed still caches the old events after it.
+    Before, those stale events followed the snapshot; now the join is parked, the store is
+    read at once, and the client is resynced to the new history."""
+    hub = make_hub(store, check_interval=QUIET)
+    owner, _, events = await _history(store, clock, hub, n=20)
+    rewind(store, TABLE, events[-15]["seq"])
+    clock.now_ms += 1000
+    await _played(store, clock, owner, 5)  # the new history, not handed to this node
+    newcomer = FakeSub(hub=hub)
+    assert await newcomer.rejoin(hub, TABLE) == events[-10]["seq"]  # parked: nothing sent
+    assert newcomer.seqs == []
+    await newcomer.until(lambda: len(newcomer.snapshots) == 2)
+    assert newcomer.resyncs == 1 and newcomer.seqs == []
+    assert newcomer.snapshots[1][1] == await store.epoch(TABLE) != newcomer.snapshots[0][1]
+    more = await _played(store, clock, owner, 2)
+    await newcomer.until(lambda: more[-1]["seq"] in newcomer.seqs)
+    _consistent(newcomer, await store.events_after(TABLE, 0) or [])
+
+
+async def test_a_join_racing_a_commit_is_attached_after_one_check(
+    store: MemoryStore, clock: ManualClock, make_hub: Make
+) -> None:
+    """A snapshot older than the feed is normal when a commit lands between the two: the
+    join is parked for one read of the store, then gets the cached events; no resync."""
+    hub = make_hub(store, check_interval=QUIET)
+    _, feed, events = await _history(store, clock, hub)
+    sub = FakeSub()
+    before = events[-3]["seq"]
+    assert feed.subscribe_after(sub, before, feed.epoch, from_store=True) == before
+    assert sub in feed.pending and sub.seqs == []
+    await sub.until(lambda: len(sub.seqs) == 2)
+    assert sub.seqs == [before + 1, before + 2] and sub.resyncs == 0
+    assert feed.is_subscribed(sub) and not feed.pending
+
+
+async def test_a_join_of_another_epoch_is_resynced(
+    store: MemoryStore, clock: ManualClock, make_hub: Make
+) -> None:
+    """A place in another history (an epoch not the feed's) is never served from the feed."""
+    hub = make_hub(store, check_interval=QUIET)
+    _, feed, _ = await _history(store, clock, hub)
+    sub = FakeSub()
+    feed.subscribe_after(sub, 2, "another-history")
+    await sub.until(lambda: sub.resyncs == 1)
+    assert sub.seqs == [] and not feed.is_subscribed(sub)
+
+
+async def test_an_epoch_reset_by_another_node_is_adopted(
+    store: MemoryStore, clock: ManualClock, make_hub: Make
+) -> None:
+    """Another node found the loss first and reset the epoch: this feed adopts that epoch
+    (no second reset) and resyncs its clients."""
+    hub = make_hub(store, check_interval=0.05)
+    _, feed, _ = await _history(store, clock, hub)
+    sub = FakeSub(hub=hub)
+    feed.subscribe_after(sub, feed.last_seq)
+    theirs = await store.reset_epoch(TABLE, feed.epoch)
+    await sub.until(lambda: bool(sub.snapshots))
+    assert feed.epoch == theirs == await store.epoch(TABLE)
+    assert sub.snapshots == [(feed.last_seq, theirs)]
+
+
+async def test_a_table_without_an_epoch_is_given_one(store: MemoryStore, make_hub: Make) -> None:
+    """A table stored by an older version has no epoch: the hub gives it one before any
+    client is sent an empty one."""
+    store._tables[TABLE].epoch = ""
+    hub = make_hub(store, check_interval=QUIET)
+    feed = await hub.feed(TABLE)
+    assert feed.epoch and feed.epoch == await store.epoch(TABLE)
+
+
+class DownOnceStore(MemoryStore):
+    """A memory store whose first follow() fails, as a Redis restarting would."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.follows = 0
+
+    async def follow(self, table_id: str, after_seq: int) -> AsyncIterator[Event]:
+        self.follows += 1
+        if self.follows == 1:
+            raise StoreUnavailable("redis is unreachable: connection reset")
+        async for event in super().follow(table_id, after_seq):
+            yield event
+
+
+async def test_a_join_waiting_ahead_starts_over_after_a_store_failure(
+    clock: ManualClock, make_hub: Make
+) -> None:
+    """A join waiting ahead holds a snapshot the feed never saw. After the store failed (it
+    may have come back without that data) the join is asked to resync rather than attached
+    to whatever the store writes under its seq next."""
+    store = DownOnceStore(clock)
+    await store.create_table(TABLE, RULES)
+    hub = make_hub(store, check_interval=QUIET)
+    feed = await hub.feed(TABLE)
+    owner = await _owner(store)
+    opened = await owner.open()
+    sub = FakeSub(hub=hub)
+    feed.subscribe_after(sub, opened[-1]["seq"])
+    await sub.until(lambda: bool(sub.snapshots))
+    assert sub.resyncs == 1 and store.follows == 2
+    closed = await owner.close()
+    await sub.until(lambda: closed[-1]["seq"] in sub.seqs)
+    assert sub.seqs == [e["seq"] for e in closed]
