@@ -166,9 +166,21 @@ class TableLoop:
         return round(self.timings.lease_ttl * 1000)
 
     async def _own(self, token: int) -> None:
-        async with asyncio.TaskGroup() as group:
-            group.create_task(self._renew(token))
-            group.create_task(self._play(token))
+        """Renew the lease and play until either fails; raise what it raised.
+
+        Not a TaskGroup: on Python 3.11 a TaskGroup whose child fails while it waits in
+        __aexit__ leaves its parent's cancel request counted (Task.cancelling), and the
+        clock's check for cancellations lost inside redis-py would then stop this loop."""
+        tasks = [asyncio.create_task(self._renew(token)), asyncio.create_task(self._play(token))]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for task in done:
+            if not task.cancelled() and (error := task.exception()) is not None:
+                raise error
 
     async def _renew(self, token: int) -> None:
         while True:

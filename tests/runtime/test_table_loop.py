@@ -273,6 +273,10 @@ async def test_stale_owner_cannot_commit_and_steps_down() -> None:
             assert not loop.owning
             assert await _state(store) == opened  # nothing committed by the stale owner
             assert [e["kind"] for e in await _events(store)][-1] == "round_opened"
+            # Still alive: once the table is free it takes it again, with a new token.
+            await store.release_lease(TABLE, "b", usurper.token)
+            await clock.advance(TIMINGS.retry)
+            assert loop.owning and loop.token is not None and loop.token > usurper.token
     lost = [entry for entry in logs if entry["event"] == "lease_lost"]
     assert len(lost) == 1 and "fencing token" in lost[0]["reason"]
 

@@ -16,5 +16,5 @@ def rewind(store: MemoryStore, table_id: str, to_seq: int) -> None:
     table = store._tables[table_id]
     table.seq = to_seq
     table.events = deque(e for e in table.events if e["seq"] <= to_seq)
-    for round_no, events in list(table.rounds.items()):
-        table.rounds[round_no] = [e for e in events if e["seq"] <= to_seq]
+    for record in table.rounds.values():
+        record.events = [e for e in record.events if e["seq"] <= to_seq]
