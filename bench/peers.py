@@ -156,7 +156,7 @@ async def run_socketio(args: argparse.Namespace) -> None:
     await site.start()
     server = site._server
     assert server is not None
-    port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined,unused-ignore]
     print(f"socketio: serving on ws://127.0.0.1:{port}/socket.io/", file=sys.stderr, flush=True)
     try:
         await deal_forever(args, publish)
