@@ -24,6 +24,7 @@ from server.core.bets import Bet, BetTotals, Payout
 from server.core.events import Payload
 from server.core.rules import TableRules
 from server.core.table import TableState
+from server.store.wallet import Wallet
 
 __all__ = [
     "DEFAULT_HISTORY_EVENTS",
@@ -122,10 +123,14 @@ class Ledger:
     balances: int  # sum of all player balances
     in_play: int  # stakes debited and not yet settled
     house: int  # the house's net result (stakes kept minus winnings paid)
+    operator_in: int = 0  # operator credits
+    operator_out: int = 0  # operator debits
+    expired: int = 0  # balances of guests forgotten after their TTL
 
     @property
     def balanced(self) -> bool:
-        return self.issued == self.balances + self.in_play + self.house
+        came_in = self.issued + self.operator_in - self.operator_out - self.expired
+        return came_in == self.balances + self.in_play + self.house
 
 
 @dataclass(slots=True)
@@ -139,8 +144,9 @@ class Snapshot:
     epoch: str = ""  # the history `seq` belongs to (see Store.epoch), read with the state
 
 
-class Store(abc.ABC):
-    """What tables, loops and connections need from storage. All methods are coroutines."""
+class Store(Wallet):
+    """What tables, loops and connections need from storage. All methods are coroutines.
+    The store is also the players' wallet (server/store/wallet.py)."""
 
     # --- tables -------------------------------------------------------------------------
     @abc.abstractmethod
@@ -168,13 +174,6 @@ class Store(abc.ABC):
         the round's totals. StateUnreadable if the state blob cannot be decoded."""
 
     # --- players and bets ---------------------------------------------------------------
-    @abc.abstractmethod
-    async def ensure_player(self, player: str, initial_balance: int) -> int:
-        """Create the player with `initial_balance` if new; return the balance."""
-
-    @abc.abstractmethod
-    async def balance(self, player: str) -> int | None: ...
-
     @abc.abstractmethod
     async def place_bet(
         self,

@@ -149,7 +149,9 @@ class MemoryStore(Store):
         )
 
     # --- players and bets ---------------------------------------------------------------
-    async def ensure_player(self, player: str, initial_balance: int) -> int:
+    async def ensure_player(
+        self, player: str, initial_balance: int, guest_ttl_ms: int | None = None
+    ) -> int:
         if player not in self._balances:
             self._balances[player] = initial_balance
             self._issued += initial_balance

@@ -293,7 +293,9 @@ class RedisStore(Store):
         )
 
     # --- players and bets ---------------------------------------------------------------
-    async def ensure_player(self, player: str, initial_balance: int) -> int:
+    async def ensure_player(
+        self, player: str, initial_balance: int, guest_ttl_ms: int | None = None
+    ) -> int:
         keys = [self._player_key(player, "balance"), self._ledger_key]
         return int(await self._run("ensure_player", keys, [initial_balance]))
 
