@@ -65,6 +65,8 @@ async def test_serve_plays_and_stops_cleanly_on_sigterm() -> None:
         "0.02",
         "--log-format",
         "json",
+        "--drain-seconds",
+        "0",
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
         env=env,

@@ -3,6 +3,10 @@
 A command that names a type we do not know, or lacks or mistypes a field, becomes an
 `ErrorReply` sent back to the client; bet fields whose *values* the rules judge (spot, amount,
 round) pass through so the store answers them with a bet_rejected code.
+
+Every string in a message, map keys included, must be text that UTF-8 can encode (no lone
+surrogates): anything the server accepts can then be echoed in either encoding and stored in
+Redis. A message holding any other string is refused whole, with BAD_MESSAGE.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from server.wire.codec import has_lone_surrogate
 
 __all__ = [
     "MAX_ID_LENGTH",
@@ -24,6 +30,7 @@ __all__ = [
     "Replay",
     "echo_ref",
     "error_message",
+    "is_encodable",
     "parse_command",
 ]
 
@@ -31,13 +38,14 @@ MAX_ID_LENGTH = 64
 
 
 class ErrorCode(StrEnum):
-    BAD_MESSAGE = "BAD_MESSAGE"  # not a map, or no string `type`
+    BAD_MESSAGE = "BAD_MESSAGE"  # not a map, no string `type`, or a string UTF-8 cannot carry
     UNKNOWN_TYPE = "UNKNOWN_TYPE"
     MISSING_FIELD = "MISSING_FIELD"
     BAD_FIELD = "BAD_FIELD"
     UNKNOWN_TABLE = "UNKNOWN_TABLE"
     NOT_HELD = "NOT_HELD"  # a round no longer kept for replay
     UNAVAILABLE = "UNAVAILABLE"  # the store cannot be reached; try again
+    RATE_LIMITED = "RATE_LIMITED"  # over this connection's rate for the kind of message
     INTERNAL = "INTERNAL"  # a bug on our side; the connection and the table carry on
 
 
@@ -80,6 +88,7 @@ class Bet:
 class Replay:
     table: str
     round: int
+    after: int | None = None  # page on: only events with a greater seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +136,19 @@ def _parse_leave(m: dict[Any, Any]) -> Command:
 
 
 def _parse_replay(m: dict[Any, Any]) -> Command:
-    return Replay(_field(m, "table", str), _field(m, "round", int))
+    after = _field(m, "after", int, optional=True)
+    if after is not None and after < 0:
+        raise ErrorReply(ErrorCode.BAD_FIELD, "replay: 'after' must be >= 0")
+    return Replay(_field(m, "table", str), _field(m, "round", int), after)
 
 
 def echo_ref(message: object) -> str | int | None:
     """The message's `ref` if it is one we echo back: a short string or an integer both
     encodings can carry (msgpack stops at 64 bits); anything else is answered as no ref."""
     ref = message.get("ref") if isinstance(message, dict) else None
-    if isinstance(ref, bool) or not isinstance(ref, str | int) or len(str(ref)) > MAX_ID_LENGTH:
+    if isinstance(ref, bool) or not isinstance(ref, str | int):
+        return None
+    if isinstance(ref, str) and (len(ref) > MAX_ID_LENGTH or has_lone_surrogate(ref)):
         return None
     if isinstance(ref, int) and not -(2**63) <= ref < 2**64:
         return None
@@ -154,14 +168,34 @@ _PARSERS: dict[str, Callable[[dict[Any, Any]], Command]] = {
 }
 
 
+def is_encodable(value: object) -> bool:
+    """Every string in the value, map keys included, is text UTF-8 can encode. Iterative:
+    a decoded frame may nest as deep as its decoder allows."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if has_lone_surrogate(item):
+                return False
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return True
+
+
 def parse_command(message: object) -> Command:
     """Turn a decoded frame into a command, or raise ErrorReply saying what is wrong."""
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise ErrorReply(ErrorCode.BAD_MESSAGE, "a message must be a map with a string 'type'")
+    if not is_encodable(message):
+        raise ErrorReply(
+            ErrorCode.BAD_MESSAGE, "strings must be valid Unicode text (no lone surrogates)"
+        )
     parser = _PARSERS.get(message["type"])
     if parser is None:
         known = ", ".join(_PARSERS)
-        raise ErrorReply(
-            ErrorCode.UNKNOWN_TYPE, f"unknown type {message['type']!r}; one of {known}"
-        )
+        shown = message["type"][:MAX_ID_LENGTH]  # an answer never grows with the input
+        raise ErrorReply(ErrorCode.UNKNOWN_TYPE, f"unknown type {shown!r}; one of {known}")
     return parser(message)

@@ -18,6 +18,8 @@ from tests.transport.conftest import TABLE, Client, ClientFactory, NodeFactory, 
 
 BUFFER_LIMIT = 16 * 1024
 KERNEL_BUFFER = 4096  # the kernel's share of the backlog is kept small (Linux doubles it)
+# These clients flood on purpose to fill buffers; the rate limits would stop them first.
+NO_RATE_LIMITS = {"rate_bets": 0, "rate_replays": 0}
 
 
 def _shrink_kernel_buffers(node: Node) -> None:
@@ -76,7 +78,7 @@ async def test_a_stalled_subscriber_is_dropped_and_others_stay_on_time(
     make_node: NodeFactory, open_client: ClientFactory
 ) -> None:
     """A subscriber that stopped reading is cut; the others get every event on time."""
-    node = await make_node(max_buffer_bytes=BUFFER_LIMIT)
+    node = await make_node(max_buffer_bytes=BUFFER_LIMIT, **NO_RATE_LIMITS)
     with structlog.testing.capture_logs() as logs:
         spectator = await open_client(node, Encoding.MSGPACK)
         bettor = await open_client(node, Encoding.JSON)
@@ -108,7 +110,7 @@ async def test_a_client_that_asks_but_never_reads_is_dropped(
     make_node: NodeFactory, open_client: ClientFactory
 ) -> None:
     """Direct answers count too: a client asking for replays without reading them is cut."""
-    node = await make_node(max_buffer_bytes=BUFFER_LIMIT)
+    node = await make_node(max_buffer_bytes=BUFFER_LIMIT, **NO_RATE_LIMITS)
     spectator = await open_client(node)
     snap = await spectator.join()
     stalled, session = await _stalled_client(node, join=False)
