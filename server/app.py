@@ -123,6 +123,7 @@ class Node:
         )
         self.server: Server | None = None
         self.draining = False
+        self.stopped = False
         self._loop_tasks: list[asyncio.Task[None]] = []
         self.log = structlog.get_logger("node").bind(node=self.node_id)
 
@@ -208,8 +209,10 @@ class Node:
         }
 
     async def stop(self) -> None:
-        """Graceful stop: hand the tables over, close clients, then the store."""
-        self.draining = True
+        """Graceful stop: hand the tables over, close clients, then the store. Once."""
+        if self.stopped:
+            return
+        self.stopped = self.draining = True
         for task in self._loop_tasks:
             task.cancel()
         await asyncio.gather(*self._loop_tasks, return_exceptions=True)

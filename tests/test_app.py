@@ -6,12 +6,14 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,8 @@ from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
 from server.app import Node, parse_tables
-from server.config import Settings, add_serve_arguments
+from server.cli import main as cli_main
+from server.config import _RANGES, Settings, add_serve_arguments
 from server.core.rules import PRESETS, rules_preset
 from server.runtime.clock import SystemClock
 from server.store.base import Event
@@ -263,21 +266,66 @@ def test_default_node_id_is_unique() -> None:
 
 
 @pytest.mark.parametrize(
-    "option",
-    [["--port", "70000"], ["--max-frame-bytes", "10"], ["--history-rounds", "0"]],
+    ("option", "env"),
+    [
+        (["--port", "70000"], {}),
+        (["--max-frame-bytes", "10"], {}),
+        (["--history-rounds", "0"], {}),
+        # issue 7, defect 4: these were accepted and left the tables dead
+        (["--betting-window", "nan"], {}),
+        (["--betting-window", "inf"], {}),
+        (["--lease-ttl", "nan"], {}),
+        (["--deal-interval", "nan"], {}),
+        (["--next-round-pause", "inf"], {}),
+        ([], {"BACCARAT_BETTING_WINDOW": "-inf"}),
+        (["--allowed-origins", "example.com"], {}),
+    ],
+    ids=repr,
 )
-def test_serve_refuses_bad_settings_in_one_line(option: list[str]) -> None:
+def test_serve_refuses_bad_settings_in_one_line(option: list[str], env: dict[str, str]) -> None:
     """A setting out of range stops `baccarat serve` at once: one line, exit status 2."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BACCARAT_")}
     done = subprocess.run(
-        [sys.executable, "-m", "server.cli", "serve", *option],
+        [str(BACCARAT), "serve", "--port", "0", *option],
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
+        env={**clean, **env},
     )
-    assert done.returncode == 2
+    assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("baccarat serve: ")
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+_NUMBERS = [f for f in fields(Settings) if type(getattr(Settings(), f.name)) in (int, float)]
+
+
+@pytest.mark.parametrize("name", [f.name for f in _NUMBERS])
+def test_every_number_must_be_finite_and_in_range(name: str) -> None:
+    """Each numeric setting refuses nan, infinities and values just outside its range, naming
+    its option; its bounds themselves are accepted."""
+    option = "--" + name.replace("_", "-")
+    low, high = _RANGES.get(name, (0, math.inf))
+    bad: list[float] = [low - 1, high + 1]
+    if isinstance(getattr(Settings(), name), float):
+        bad += [math.nan, math.inf, -math.inf, low - 0.001]
+    for value in bad:
+        with pytest.raises(ValueError, match=f"^{option} must be .*, not "):
+            Settings(**{name: value})
+    kind = type(getattr(Settings(), name))
+    for value in (low, high):
+        if value != math.inf:
+            assert getattr(Settings(**{name: kind(value)}), name) == value
+
+
+def test_a_bad_number_is_one_line_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    """The same checks through `baccarat serve` in-process: one line naming the option."""
+    for argv in (["--rate-bets", "nan"], ["--drain-seconds", "-1"], ["--max-refusals", "-5"]):
+        assert cli_main(["serve", *argv]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith(f"baccarat serve: {argv[0]} must be ")
+        assert len(err.splitlines()) == 1
 
 
 def test_serve_on_a_busy_port_says_so_in_one_line() -> None:
