@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint types pytest install bench clean
+.PHONY: run test lint types pytest install bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,13 @@ test: lint types pytest
 bench: $(STAMP)
 	$(BIN)/python bench/bench_redis_bets.py
 	$(BIN)/python bench/bench_fanout.py --rounds 30
+
+# The long fuzz run (issue 7): FUZZ_EXAMPLES examples per test (about 4 frames each) through
+# decode/parse and a live node on each engine; prints frames and time per engine. Narrow it
+# with e.g. FUZZ_ARGS="-k memory". `make test` runs a quick pass of the same tests.
+FUZZ_EXAMPLES ?= 25000
+fuzz: $(STAMP)
+	BACCARAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/fuzz -s --timeout 0 $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

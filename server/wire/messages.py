@@ -19,6 +19,7 @@ from typing import Any
 from server.wire.codec import has_lone_surrogate
 
 __all__ = [
+    "INT64",
     "MAX_ID_LENGTH",
     "Bet",
     "Command",
@@ -35,6 +36,7 @@ __all__ = [
 ]
 
 MAX_ID_LENGTH = 64
+INT64 = range(-(2**63), 2**63)  # integer fields: what msgpack, Redis and Lua all hold exactly
 
 
 class ErrorCode(StrEnum):
@@ -105,8 +107,10 @@ def _field(message: dict[Any, Any], name: str, kind: type, optional: bool = Fals
             return None
         raise ErrorReply(ErrorCode.MISSING_FIELD, f"{message['type']}: missing field {name!r}")
     value = message[name]
-    if kind is int and (type(value) is not int):
-        raise ErrorReply(ErrorCode.BAD_FIELD, f"{message['type']}: {name!r} must be an integer")
+    if kind is int and (type(value) is not int or value not in INT64):
+        raise ErrorReply(
+            ErrorCode.BAD_FIELD, f"{message['type']}: {name!r} must be a 64-bit integer"
+        )
     if kind is str and (not isinstance(value, str) or not 0 < len(value) <= MAX_ID_LENGTH):
         raise ErrorReply(
             ErrorCode.BAD_FIELD,
