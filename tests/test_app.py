@@ -46,34 +46,38 @@ async def _serving_port(stderr: asyncio.StreamReader, lines: list[str]) -> int:
             return int(match.group(1))
 
 
-async def test_serve_plays_and_stops_cleanly_on_sigterm() -> None:
-    """`baccarat serve --port 0` prints its port, deals to a client, and exits 0 on SIGTERM."""
+async def _start_serve(*options: str) -> asyncio.subprocess.Process:
+    """`baccarat serve` on a free port with fast timings and JSON logs (stderr piped)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BACCARAT_")}
-    proc = await asyncio.create_subprocess_exec(
+    fast = ["--port", "0", "--tables", "t1=classic8", "--betting-window", "0.2"]
+    fast += ["--deal-interval", "0.01", "--close-pause", "0.01", "--result-pause", "0.01"]
+    fast += ["--next-round-pause", "0.02", "--log-format", "json"]
+    return await asyncio.create_subprocess_exec(
         str(BACCARAT),
         "serve",
-        "--port",
-        "0",
-        "--tables",
-        "t1=classic8",
-        "--betting-window",
-        "0.2",
-        "--deal-interval",
-        "0.01",
-        "--close-pause",
-        "0.01",
-        "--result-pause",
-        "0.01",
-        "--next-round-pause",
-        "0.02",
-        "--log-format",
-        "json",
-        "--drain-seconds",
-        "0",
+        *fast,
+        *options,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
         env=env,
     )
+
+
+async def _http_status(port: int, path: str) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    status_line = await asyncio.wait_for(reader.readline(), 5 * SCALE)
+    writer.close()
+    return int(status_line.split()[1])
+
+
+def _log_events(log: str) -> list[str]:
+    return [json.loads(line)["event"] for line in log.splitlines() if line.startswith("{")]
+
+
+async def test_serve_plays_and_stops_cleanly_on_sigterm() -> None:
+    """`baccarat serve --port 0` prints its port, deals to a client, and exits 0 on SIGTERM."""
+    proc = await _start_serve("--drain-seconds", "0")
     assert proc.stderr is not None
     lines: list[str] = []
     try:
@@ -98,8 +102,43 @@ async def test_serve_plays_and_stops_cleanly_on_sigterm() -> None:
             await proc.wait()
     log = "".join(lines) + rest.decode()
     assert code == 0, log
-    events = [json.loads(line)["event"] for line in log.splitlines() if line.startswith("{")]
+    events = _log_events(log)
     assert "listening" in events and events[-1] == "stopped"
+
+
+async def test_sigterm_drains_then_closes_with_1001() -> None:
+    """On SIGTERM the process says `draining`: /readyz is 503, /healthz 200 and its clients
+    are still served; after --drain-seconds they are closed with 1001 and it exits 0."""
+    proc = await _start_serve("--drain-seconds", str(1.5 * SCALE))
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        port = await asyncio.wait_for(_serving_port(proc.stderr, lines), 15 * SCALE)
+        uri = f"ws://127.0.0.1:{port}/ws"
+        async with connect(uri, subprotocols=[Subprotocol("baccarat.v1.json")]) as ws:
+            async with asyncio.timeout(5 * SCALE):
+                assert json.loads(await ws.recv())["type"] == "welcome"
+                assert await _http_status(port, "/readyz") == 200
+                proc.send_signal(signal.SIGTERM)
+                while "draining" not in _log_events("".join(lines)):
+                    lines.append((await proc.stderr.readline()).decode())
+                assert await _http_status(port, "/readyz") == 503
+                assert await _http_status(port, "/healthz") == 200
+                await ws.send(json.dumps({"type": "ping", "ref": "drain"}))
+                while (message := json.loads(await ws.recv()))["type"] != "pong":
+                    pass
+                assert message["ref"] == "drain"
+                await ws.wait_closed()  # by the server, once the drain is over
+            assert ws.close_code == 1001
+            rest = await asyncio.wait_for(proc.stderr.read(), 5 * SCALE)
+            code = await asyncio.wait_for(proc.wait(), 5 * SCALE)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    log = "".join(lines) + rest.decode()
+    assert code == 0, log
+    assert _log_events(log)[-1] == "stopped"
 
 
 # --- Node -------------------------------------------------------------------------------------

@@ -179,7 +179,8 @@ class Session:
         except ErrorReply as error:
             self.push(error_message(error.code, error.message, ref))
             return await self._refused(self.limits.refuse(self._now()))
-        verdict = self.limits.check(_KINDS[type(command)], self._now())
+        # A command type added without a limit of its own shares the pings' bucket.
+        verdict = self.limits.check(_KINDS.get(type(command), Kind.PINGS), self._now())
         if verdict is not Verdict.ALLOWED:
             self._rate_limited(command, ref)
             return await self._refused(verdict)
