@@ -45,10 +45,7 @@ __all__ = ["Session", "SessionContext"]
 
 _session_numbers = itertools.count(1)
 
-# Errors that mean the message itself was malformed: each counts as a refusal (flooding).
-_MALFORMED = frozenset(
-    {ErrorCode.BAD_MESSAGE, ErrorCode.UNKNOWN_TYPE, ErrorCode.MISSING_FIELD, ErrorCode.BAD_FIELD}
-)
+# The rate bucket each command is charged to.
 _KINDS: dict[type, Kind] = {
     Bet: Kind.BETS,
     Ping: Kind.PINGS,
@@ -176,7 +173,7 @@ class Session:
         ref = echo_ref(message)
         try:
             command = parse_command(message)
-        except ErrorReply as error:
+        except ErrorReply as error:  # malformed: a refusal, like a request over its rate
             self.push(error_message(error.code, error.message, ref))
             return await self._refused(self.limits.refuse(self._now()))
         # A command type added without a limit of its own shares the pings' bucket.
