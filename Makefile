@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint types pytest install bench bench-smoke clean
+.PHONY: run test lint types pytest install bench bench-smoke fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,13 @@ bench: $(BENCH_STAMP)
 
 bench-smoke: $(BENCH_STAMP)
 	$(BIN)/python bench/run.py --smoke
+
+# The long fuzz run (issue 7): FUZZ_EXAMPLES examples per test (about 4 frames each) through
+# decode/parse and a live node on each engine; prints frames and time per engine. Narrow it
+# with e.g. FUZZ_ARGS="-k memory". `make test` runs a quick pass of the same tests.
+FUZZ_EXAMPLES ?= 25000
+fuzz: $(STAMP)
+	BACCARAT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest tests/fuzz -s --timeout 0 $(FUZZ_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

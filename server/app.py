@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import re
 import signal
@@ -25,13 +26,15 @@ from server.runtime.table_loop import TableLoop, Timings
 from server.store.base import Store, StoreUnavailable
 from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
-from server.transport.server import start_server
+from server.transport.limits import RateLimits
+from server.transport.server import Listen, start_server
 from server.transport.session import SessionContext, close_all, push_settlement
 
 __all__ = ["Node", "configure_logging", "parse_tables", "serve_from_args"]
 
 
 _TABLE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+READY_CHECK_TIMEOUT_S = 1.0  # /readyz: a store slower than this counts as unreachable
 
 
 def parse_tables(spec: str) -> dict[str, TableRules]:
@@ -109,9 +112,19 @@ class Node:
             self.node_id,
             demo_balance=settings.demo_balance,
             max_buffer_bytes=settings.max_buffer_bytes,
+            limits=RateLimits(
+                bets=settings.rate_bets,
+                pings=settings.rate_pings,
+                joins=settings.rate_joins,
+                replays=settings.rate_replays,
+                burst_s=settings.rate_burst,
+                max_refusals=settings.max_refusals,
+            ),
+            max_replay_events=settings.max_replay_events,
         )
         self.server: Server | None = None
         self.draining = False
+        self.stopped = False
         self._loop_tasks: list[asyncio.Task[None]] = []
         self.log = structlog.get_logger("node").bind(node=self.node_id)
 
@@ -126,10 +139,16 @@ class Node:
             await self.store.create_table(table_id, rules)
         static = Path(self.settings.static_dir)
         static_dir = static if static.is_dir() else None  # noqa: ASYNC240 - once at start-up
-        routes = HttpRoutes(self.status, static_dir, self._healthy)
-        self.server = await start_server(
-            self.ctx, self.settings.host, self.settings.port, routes, self.settings.max_frame_bytes
+        routes = HttpRoutes(self.status, static_dir, self.readiness)
+        listen = Listen(
+            self.settings.host,
+            self.settings.port,
+            max_frame_bytes=self.settings.max_frame_bytes,
+            handshake_timeout=self.settings.handshake_timeout,
+            max_connections_per_ip=self.settings.max_connections_per_ip,
+            origins=tuple(self.settings.origins()),
         )
+        self.server = await start_server(self.ctx, listen, routes)
         # Loops start once the port is bound: a node that cannot serve never takes a table.
         self._loop_tasks = [asyncio.create_task(loop.run()) for loop in self.loops]
         engine = "redis" if self.settings.redis else "memory"
@@ -141,8 +160,32 @@ class Node:
             tables=list(self.tables),
         )
 
-    def _healthy(self) -> bool:
-        return not self.draining
+    async def readiness(self) -> str | None:
+        """None when this node should get clients; else why not (for /readyz)."""
+        if self.draining:
+            return "draining"
+        try:
+            async with asyncio.timeout(READY_CHECK_TIMEOUT_S):
+                await self.store.now_ms()
+        except (StoreUnavailable, TimeoutError, OSError):
+            return "store unreachable"
+        return None
+
+    def begin_drain(self) -> None:
+        """Say not ready (/readyz 503) while still serving everything as before."""
+        if not self.draining:
+            self.draining = True
+            self.log.info("draining", seconds=self.settings.drain_seconds)
+
+    async def drain_and_stop(self, interrupt: asyncio.Event | None = None) -> None:
+        """Drain for `drain_seconds` (or until `interrupt` is set), then stop: a load
+        balancer polling /readyz stops sending clients before they are closed with 1001."""
+        self.begin_drain()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                (interrupt or asyncio.Event()).wait(), self.settings.drain_seconds
+            )
+        await self.stop()
 
     async def status(self) -> dict[str, Any]:
         owned = []
@@ -167,8 +210,10 @@ class Node:
         }
 
     async def stop(self) -> None:
-        """Graceful stop: hand the tables over, close clients, then the store."""
-        self.draining = True
+        """Graceful stop: hand the tables over, close clients, then the store. Once."""
+        if self.stopped:
+            return
+        self.stopped = self.draining = True
         for task in self._loop_tasks:
             task.cancel()
         await asyncio.gather(*self._loop_tasks, return_exceptions=True)
@@ -215,13 +260,22 @@ def configure_logging(log_format: str, level: str) -> None:
 async def _serve(settings: Settings) -> None:
     node = Node(settings)
     await node.start()
-    stop = asyncio.Event()
+    # SIGTERM (an orchestrator) drains first; SIGINT (Ctrl-C), or a second SIGTERM, stops now.
+    term, now = asyncio.Event(), asyncio.Event()
+
+    def on_term() -> None:
+        (now if term.is_set() else term).set()
+
+    def on_int() -> None:
+        term.set()
+        now.set()
+
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGTERM, on_term)
+    loop.add_signal_handler(signal.SIGINT, on_int)
     print(f"baccarat: serving on ws://{settings.host}:{node.port}/ws", file=sys.stderr, flush=True)
-    await stop.wait()
-    await node.stop()
+    await term.wait()
+    await node.drain_and_stop(interrupt=now)
 
 
 def serve_from_args(args: argparse.Namespace) -> int:

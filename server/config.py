@@ -7,6 +7,7 @@ default. No setting is required: with none, `baccarat serve` runs the in-memory 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import secrets
 import socket
@@ -40,26 +41,38 @@ class Settings:
     history_events: int = 20_000
     history_rounds: int = 1_000
     totals_interval: float = 0.25
+    max_replay_events: int = 500
+    rate_bets: float = 50.0
+    rate_pings: float = 20.0
+    rate_joins: float = 10.0
+    rate_replays: float = 10.0
+    rate_burst: float = 2.0
+    max_refusals: int = 100
+    max_connections_per_ip: int = 0
+    handshake_timeout: float = 10.0
+    allowed_origins: str = ""  # comma-separated; empty: any Origin
+    drain_seconds: float = 3.0
 
     def __post_init__(self) -> None:
         if self.log_format not in ("auto", "json", "console"):
             raise ValueError(f"log format must be auto, json or console, not {self.log_format!r}")
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
             raise ValueError(f"log level must be debug, info, warning or error: {self.log_level!r}")
-        if self.betting_window <= 0 or self.lease_ttl <= 0:
-            raise ValueError("betting window and lease ttl must be positive")
-        if min(self.deal_interval, self.close_pause, self.result_pause, self.next_round_pause) < 0:
-            raise ValueError("pauses cannot be negative")
-        if self.demo_balance < 0:
-            raise ValueError("demo balance cannot be negative")
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be 0-65535, not {self.port}")
-        if self.max_buffer_bytes < 1024 or self.max_frame_bytes < 1024:
-            raise ValueError("max buffer and max frame sizes must be at least 1024 bytes")
-        if self.history_events < 1 or self.history_rounds < 1:
-            raise ValueError("history sizes must be at least 1")
-        if not 0.01 <= self.totals_interval <= 60:  # also refuses nan
-            raise ValueError("totals interval must be 0.01-60 seconds")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                _check_range(f.name, value)
+        self.origins()  # raises for a malformed list
+
+    def origins(self) -> list[str]:
+        """The allowed Origin values; empty means any."""
+        origins = [o.strip() for o in self.allowed_origins.split(",") if o.strip()]
+        for origin in origins:
+            if "://" not in origin or origin.endswith("/"):
+                raise ValueError(
+                    f"allowed origin {origin!r}: give scheme://host[:port], e.g. https://example.com"
+                )
+        return origins
 
     def resolved_node_id(self) -> str:
         return self.node_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
@@ -68,6 +81,55 @@ class Settings:
     def from_args(cls, args: argparse.Namespace) -> Settings:
         values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
         return cls(**{k: v for k, v in values.items() if v is not None})
+
+
+# Accepted range of each number (inclusive). Seconds become milliseconds (the betting window,
+# the lease) so tiny values would round to 0; upper bounds catch a unit mistake or an overflow
+# long before it can leave a table dead. A number not listed must be finite and >= 0.
+_RANGES: dict[str, tuple[float, float]] = {
+    "port": (0, 65535),
+    "betting_window": (0.01, 3600),
+    "deal_interval": (0, 600),
+    "close_pause": (0, 600),
+    "result_pause": (0, 600),
+    "next_round_pause": (0, 3600),
+    "lease_ttl": (0.1, 3600),
+    "demo_balance": (0, 10**12),  # sums of balances stay exact integers in Redis's Lua
+    "max_buffer_bytes": (1024, 1 << 30),
+    "max_frame_bytes": (1024, 1 << 24),
+    "history_events": (1, 10_000_000),
+    "history_rounds": (1, 1_000_000),
+    "max_replay_events": (1, 100_000),
+    "rate_bets": (0, 1_000_000),
+    "rate_pings": (0, 1_000_000),
+    "rate_joins": (0, 1_000_000),
+    "rate_replays": (0, 1_000_000),
+    "rate_burst": (0, 3600),
+    "max_refusals": (0, 1_000_000),
+    "max_connections_per_ip": (0, 1_000_000),
+    "handshake_timeout": (0.1, 600),
+    "drain_seconds": (0, 3600),
+    "totals_interval": (0.01, 60),
+}
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _check_range(name: str, value: float) -> None:
+    """Finite and within the setting's range, or a ValueError naming the option."""
+    low, high = _RANGES.get(name, (0, math.inf))
+    if math.isfinite(value) and low <= value <= high:
+        return
+    kind = "a whole number" if isinstance(value, int) else "a finite number"
+    span = (
+        f"at least {_number(low)}"
+        if high == math.inf
+        else f"from {_number(low)} to {_number(high)}"
+    )
+    option = "--" + name.replace("_", "-")
+    raise ValueError(f"{option} must be {kind} {span}, not {value!r}")
 
 
 _HELP = {
@@ -91,6 +153,17 @@ _HELP = {
     "history_events": "events kept per table for reconnect catch-up",
     "history_rounds": "rounds kept per table for replay",
     "totals_interval": "at most this often (seconds) a table shows its bet totals while betting",
+    "max_replay_events": "most events in one replay answer (the client pages on with 'after')",
+    "rate_bets": "bets per second per connection (0: no limit)",
+    "rate_pings": "pings per second per connection (0: no limit)",
+    "rate_joins": "joins and leaves per second per connection (0: no limit)",
+    "rate_replays": "replays per second per connection (0: no limit)",
+    "rate_burst": "seconds of each rate a connection may send at once",
+    "max_refusals": "refusals in 10 s after which a connection is closed with 1008 (0: never)",
+    "max_connections_per_ip": "open connections per client address (0: no cap); more get 429",
+    "handshake_timeout": "seconds a client has to complete the WebSocket handshake",
+    "allowed_origins": "comma-separated Origin values browsers may connect from (empty: any)",
+    "drain_seconds": "on SIGTERM, seconds /readyz answers 503 before connections close",
 }
 
 

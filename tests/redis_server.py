@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["RedisProcess", "find_redis_server", "free_port", "start_redis"]
+__all__ = ["RedisProcess", "delete_keys", "find_redis_server", "free_port", "start_redis"]
 
 START_TIMEOUT_S = 10.0 * float(os.environ.get("TEST_TIMEOUT_SCALE", "1"))
 
@@ -124,3 +124,17 @@ def start_redis(port: int | None = None, *extra_args: str) -> RedisProcess:
             if attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+async def delete_keys(url: str, prefixes: list[str]) -> None:
+    """Delete every key under each `prefix:` (what one test's stores wrote)."""
+    from redis.asyncio import Redis  # only tests that used Redis pay for the import
+
+    client = Redis.from_url(url)
+    try:
+        for prefix in prefixes:
+            keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
+            if keys:
+                await client.delete(*keys)
+    finally:
+        await client.aclose()

@@ -644,6 +644,7 @@ async def capture_slow_client() -> None:
         tables="classic8",
         betting_window=0.5,
         max_buffer_bytes=16 * 1024,
+        rate_replays=0,  # no rate limit: show the buffer limit at work
         deal_interval=0.02,
         close_pause=0.02,
         result_pause=0.02,
@@ -738,6 +739,116 @@ async def capture_history_loss() -> None:
         await e1.until(is_type("joined"), show_skipped=True)
         await e1.until(lambda m: m.get("type") == "event")
         await e1.close()
+async def capture_limits() -> None:
+    """Issue 7's limits: strings UTF-8 cannot carry, rates, a flood, replay pages."""
+    settings = Settings(
+        port=0,
+        tables="classic8",
+        betting_window=1.0,
+        deal_interval=0.02,
+        close_pause=0.02,
+        result_pause=0.02,
+        next_round_pause=0.05,
+        rate_pings=1,
+        rate_bets=1,
+        rate_burst=2,
+        max_refusals=3,
+        max_replay_events=4,
+    )
+    async with Node(settings) as node:
+        section("strings UTF-8 cannot carry (a JSON text frame with a lone surrogate escape)")
+        u = await Client.open(node.port, "u1", [JSON])
+        await u.recv()
+        for raw in (
+            '{"type": "ping", "ref": "\\ud800"}',
+            '{"type": "bet", "table": "classic8", "round": 1, "bet_id": "\\ud800", '
+            '"spot": "player", "amount": 100}',
+        ):
+            note(f"-> [u1] text frame {raw}")
+            await u.ws.send(raw)
+            await u.until(is_type("error"))
+        await u.close()
+
+        section("rate limits: --rate-pings 1 --rate-bets 1 --rate-burst 2 --max-refusals 3")
+        r = await Client.open(node.port, "r1", [JSON])
+        await r.recv()
+        for n in range(3):
+            await r.send({"type": "ping", "ref": n})
+            await r.until(lambda m: m.get("type") in ("pong", "error"))
+        await r.send({"type": "join", "table": "classic8"})
+        await r.until(is_type("joined"), show_skipped=False)
+        opened = await r.until(is_event("round_opened"), show_skipped=False)
+        for n in range(3):
+            await r.send(
+                {
+                    "type": "bet",
+                    "table": "classic8",
+                    "round": opened["round"],
+                    "bet_id": f"b{n}",
+                    "spot": "banker",
+                    "amount": 100,
+                }
+            )
+            await r.until(lambda m: m.get("type") in ("bet_accepted", "bet_rejected"), False)
+        for n in range(3, 6):
+            await r.send({"type": "ping", "ref": n})
+        await r.closed()
+
+        section("replay pages: --max-replay-events 4")
+        p = await Client.open(node.port, "p1", [JSON], quiet=True)
+        await p.recv()
+        await p.send({"type": "join", "table": "classic8"})
+        snap = await p.until(is_type("snapshot"))
+        settled = await p.until(
+            lambda m: is_event("round_settled")(m) and m["round"] > snap["round"]
+        )
+        p.quiet = False
+        after = None
+        while True:
+            request: dict[str, Any] = {"type": "replay", "table": "classic8"}
+            request["round"] = settled["round"]
+            if after is not None:
+                request["after"] = after
+            await p.send(request)
+            answer = await p.until(is_type("replay"), show_skipped=False)
+            if not answer["more"]:
+                break
+            after = answer["events"][-1]["seq"]
+        await p.close()
+
+
+async def capture_connection_limits() -> None:
+    """Issue 7's connection limits and HTTP answers: 429, 403, /readyz, bad paths."""
+    settings = Settings(
+        port=0,
+        tables="classic8",
+        max_connections_per_ip=2,
+        allowed_origins="https://play.example",
+        drain_seconds=1,
+    )
+    async with Node(settings) as node:
+        section("--max-connections-per-ip 2 --allowed-origins https://play.example")
+        uri = f"ws://127.0.0.1:{node.port}/ws"
+        first = await connect(uri, origin="https://play.example")  # type: ignore[arg-type]
+        second = await connect(uri)
+        note("two connections open (one with Origin https://play.example, one without)")
+        for origin in (None, "https://evil.example"):
+            try:
+                await connect(uri, origin=origin)  # type: ignore[arg-type]
+            except Exception as error:
+                note(f"another connection, Origin {origin}: {error}")
+        await first.close()
+        try:
+            await connect(uri, origin="https://evil.example")  # type: ignore[arg-type]
+        except Exception as error:
+            note(f"after closing one, Origin https://evil.example: {error}")
+        await second.close()
+        section("HTTP: readiness and bad paths")
+        await http_get(node.port, "/readyz")
+        node.begin_drain()
+        await http_get(node.port, "/readyz")
+        await http_get(node.port, "/healthz")
+        await http_get(node.port, "/a%00b")
 
 
 async def main() -> None:
@@ -747,6 +858,8 @@ async def main() -> None:
     await capture_bet_id_per_table()
     await capture_slow_client()
     await capture_history_loss()
+    await capture_limits()
+    await capture_connection_limits()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ class RejectCode(StrEnum):
     BAD_AMOUNT = "BAD_AMOUNT"
     UNKNOWN_TABLE = "UNKNOWN_TABLE"
     UNAVAILABLE = "UNAVAILABLE"
+    RATE_LIMITED = "RATE_LIMITED"  # over the connection's bet rate (transport)
 
 
 class BetRejected(Exception):

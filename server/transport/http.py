@@ -1,21 +1,31 @@
-"""Plain HTTP answered before the WebSocket upgrade: health, status, the demo client's files."""
+"""Plain HTTP answered before the WebSocket upgrade: health, status, the demo client's files.
+
+`/healthz` is liveness (the process answers); `/readyz` is readiness (the store answers and the
+node is not draining), for a load balancer to stop sending clients here. A request path is
+percent-decoded strictly: NUL or control characters, bad percent-encoding or bytes that are not
+UTF-8 get 400; anything that names no file under the static folder, `..` included, gets 404.
+"""
 
 from __future__ import annotations
 
 import json
 import mimetypes
+import re
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
-__all__ = ["HttpRoutes"]
+__all__ = ["HttpRoutes", "Readiness", "decode_path", "json_response", "text_response"]
 
 WS_PATH = "/ws"
+_BAD_PERCENT = re.compile("%(?![0-9A-Fa-f]{2})")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")  # and backslash: no file name of ours has one
 
 
 def _response(status: HTTPStatus, body: bytes, content_type: str) -> Response:
@@ -33,6 +43,27 @@ def json_response(data: Any, status: HTTPStatus = HTTPStatus.OK) -> Response:
     return _response(status, json.dumps(data).encode(), "application/json")
 
 
+def text_response(status: HTTPStatus, text: str) -> Response:
+    return _response(status, text.encode(), "text/plain")
+
+
+def decode_path(target: str) -> str | None:
+    """The request path, percent-decoded; None if it is malformed (answered 400)."""
+    path = target.split("?", 1)[0]
+    if _BAD_PERCENT.search(path):
+        return None
+    try:
+        decoded = unquote(path, errors="strict")
+    except UnicodeDecodeError:
+        return None
+    if not decoded.startswith("/") or _CONTROL.search(decoded):
+        return None
+    return decoded
+
+
+Readiness = Callable[[], Awaitable[str | None]]  # None when ready, else why not
+
+
 class HttpRoutes:
     """`process_request` for websockets.serve: everything but /ws is plain HTTP."""
 
@@ -40,30 +71,43 @@ class HttpRoutes:
         self,
         status: Callable[[], Awaitable[dict[str, Any]]],
         static_dir: Path | None,
-        healthy: Callable[[], bool] = lambda: True,
+        readiness: Readiness | None = None,
     ) -> None:
         self.status = status
         self.static_dir = static_dir.resolve() if static_dir else None
-        self.healthy = healthy
+        self.readiness = readiness
 
     async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
-        path = request.path.split("?", 1)[0]
+        path = decode_path(request.path)
+        if path is None:
+            return text_response(HTTPStatus.BAD_REQUEST, "bad request path\n")
         if path == WS_PATH:
             return None  # go on with the WebSocket handshake
         if path == "/healthz":
-            ok = self.healthy()
-            status = HTTPStatus.OK if ok else HTTPStatus.SERVICE_UNAVAILABLE
-            return _response(status, b"ok\n" if ok else b"draining\n", "text/plain")
+            return text_response(HTTPStatus.OK, "ok\n")
+        if path == "/readyz":
+            return await self._ready()
         if path == "/status":
             return json_response(await self.status())
         return self._static(path)
 
+    async def _ready(self) -> Response:
+        problem = await self.readiness() if self.readiness else None
+        if problem is None:
+            return text_response(HTTPStatus.OK, "ready\n")
+        return text_response(HTTPStatus.SERVICE_UNAVAILABLE, problem + "\n")
+
     def _static(self, path: str) -> Response:
+        not_found = text_response(HTTPStatus.NOT_FOUND, "not found\n")
         if self.static_dir is None:
-            return _response(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
-        relative = "index.html" if path in ("", "/") else path.lstrip("/")
-        target = (self.static_dir / relative).resolve()
-        if not target.is_relative_to(self.static_dir) or not target.is_file():
-            return _response(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
+            return not_found
+        relative = "index.html" if path == "/" else path.lstrip("/")
+        try:
+            target = (self.static_dir / relative).resolve()
+            if not target.is_relative_to(self.static_dir) or not target.is_file():
+                return not_found
+            body = target.read_bytes()
+        except OSError:  # a name too long, a file we may not read, ...: nothing to serve
+            return not_found
         content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-        return _response(HTTPStatus.OK, target.read_bytes(), content_type)
+        return _response(HTTPStatus.OK, body, content_type)

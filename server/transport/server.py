@@ -1,17 +1,37 @@
-"""The WebSocket server: subprotocol choice, frame limits, one Session per connection."""
+"""The WebSocket server: subprotocol choice, frame and handshake limits, one Session per
+connection, a cap on connections per client address and an Origin allow-list."""
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
+from http import HTTPStatus
 
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.typing import Subprotocol
+from websockets.http11 import Request, Response
+from websockets.typing import Origin, Subprotocol
 
-from server.transport.http import HttpRoutes
+from server.transport.http import WS_PATH, HttpRoutes, decode_path, text_response
 from server.transport.session import Session, SessionContext
 from server.wire.codec import SUBPROTOCOLS, Encoding
 
-__all__ = ["start_server"]
+__all__ = ["Listen", "start_server"]
+
+MAX_QUEUED_FRAMES = 16  # frames read ahead of the handler; then the socket stops being read
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    """Where and how the server accepts connections."""
+
+    host: str
+    port: int
+    max_frame_bytes: int = 16 * 1024
+    handshake_timeout: float = 10.0
+    max_connections_per_ip: int = 0  # 0: no cap
+    origins: tuple[str, ...] = ()  # browsers' Origin values allowed; empty: any
 
 
 def _select_subprotocol(
@@ -24,24 +44,60 @@ def _select_subprotocol(
     return None
 
 
-async def start_server(
-    ctx: SessionContext, host: str, port: int, routes: HttpRoutes, max_frame_bytes: int
-) -> Server:
+def _peer_ip(transport: asyncio.BaseTransport) -> str:
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+
+
+async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) -> Server:
+    # Every open TCP connection per client address, counted from accept to close, so
+    # handshakes in flight count too and a burst of them cannot pass the cap together.
+    per_ip: Counter[str] = Counter()
+
+    class Connection(ServerConnection):
+        peer_ip = "?"
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.peer_ip = _peer_ip(transport)
+            per_ip[self.peer_ip] += 1
+            super().connection_made(transport)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            per_ip[self.peer_ip] -= 1
+            if per_ip[self.peer_ip] <= 0:
+                del per_ip[self.peer_ip]
+            super().connection_lost(exc)
+
+    async def process_request(connection: ServerConnection, request: Request) -> Response | None:
+        cap = listen.max_connections_per_ip
+        if cap and decode_path(request.path) == WS_PATH:
+            assert isinstance(connection, Connection)
+            if per_ip[connection.peer_ip] > cap:  # this connection is counted already
+                return text_response(HTTPStatus.TOO_MANY_REQUESTS, "too many connections\n")
+        return await routes(connection, request)
+
     async def handler(ws: ServerConnection) -> None:
         await Session(ws, ctx).serve()
 
+    # No Origin header (a non-browser client) is always allowed; browsers must match exactly.
+    origins: list[Origin | None] | None = None
+    if listen.origins:
+        origins = [None, *(Origin(o) for o in listen.origins)]
     return await serve(
         handler,
-        host,
-        port,
-        process_request=routes,
+        listen.host,
+        listen.port,
+        process_request=process_request,
         select_subprotocol=_select_subprotocol,
         subprotocols=[Subprotocol(e.value) for e in Encoding],
+        origins=origins,
         compression=None,  # saves ~50 KiB per connection; events are small
-        max_size=max_frame_bytes,
-        max_queue=64,
+        max_size=listen.max_frame_bytes,
+        max_queue=MAX_QUEUED_FRAMES,
+        open_timeout=listen.handshake_timeout,
         close_timeout=2,
         ping_interval=20,
         ping_timeout=20,
         server_header="baccarat-live",
+        create_connection=Connection,
     )

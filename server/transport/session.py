@@ -2,6 +2,10 @@
 
 Every frame to the client goes through `push_frame`, a synchronous write (websockets'
 `broadcast` to one connection), so direct answers and table events keep one order.
+
+Frames are handled one at a time, and the handler yields to the event loop after each, so a
+client flooding frames gets its turn like every other connection and cannot starve them; its
+requests are also rate-limited per kind (see limits.py).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from server.core.roads import build_roads
 from server.core.rules import TableRules
 from server.store.base import Settlement, Store, StoreUnavailable
 from server.transport.hub import Hub, TableFeed
-from server.wire.codec import Encoding, Frame, Undecodable, decode, encode
+from server.transport.limits import ConnectionLimits, Kind, RateLimits, Verdict
+from server.wire.codec import Encoding, Frame, Undecodable, Unencodable, decode, encode
 from server.wire.messages import (
     Bet,
     Command,
@@ -40,6 +45,16 @@ __all__ = ["Session", "SessionContext"]
 
 _session_numbers = itertools.count(1)
 
+# The rate bucket each command is charged to.
+_KINDS: dict[type, Kind] = {
+    Bet: Kind.BETS,
+    Ping: Kind.PINGS,
+    Join: Kind.JOINS,
+    Leave: Kind.JOINS,
+    Replay: Kind.REPLAYS,
+}
+FLOOD_CLOSE_CODE = 1008  # policy violation
+
 
 @dataclass(slots=True)
 class SessionContext:
@@ -51,7 +66,12 @@ class SessionContext:
     node_id: str
     demo_balance: int = 1_000_000
     max_buffer_bytes: int = 1 << 20  # a client this far behind is dropped, not waited for
+    limits: RateLimits = field(default_factory=RateLimits)
+    max_replay_events: int = 500  # events in one replay answer; the client pages on
     sessions: set[Session] = field(default_factory=set)
+    # Failures (bugs) already logged with a traceback: later ones get one line each, so a
+    # client repeating the frame that triggers a bug cannot fill the log.
+    failures_logged: set[str] = field(default_factory=set)
 
 
 class Session:
@@ -64,7 +84,12 @@ class Session:
         self.joined: set[str] = set()
         self.dropped = False
         self._join_lock = asyncio.Lock()  # a join and a resync (see resync) never interleave
+        self.limits = ConnectionLimits(ctx.limits, self._now())
         self.log = structlog.get_logger("session").bind(conn=self.number, player=self.player)
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
 
     # --- the Subscriber protocol --------------------------------------------------------
     @property
@@ -81,7 +106,14 @@ class Session:
             self.ctx.hub.unsubscribe_everywhere(self)
             self.drop_slow()
             return
-        self.push_frame(encode(message, self.encoding))
+        try:
+            self.push_frame(encode(message, self.encoding))
+        except Unencodable as error:  # a bug (client strings are checked at parsing)
+            self.log.error("unsendable_message", type=message.get("type"), error=str(error))
+            if message.get("type") != "error":
+                self.push(
+                    error_message(ErrorCode.INTERNAL, "the server could not encode its answer")
+                )
 
     def over_buffer_limit(self) -> bool:
         transport = self.ws.transport
@@ -109,6 +141,9 @@ class Session:
             async for frame in self.ws:
                 if self.dropped or not await self._handle_frame(frame):
                     break
+                # A queued frame is returned without a pause: yield, so a connection flooding
+                # frames takes turns with the others instead of holding the loop.
+                await asyncio.sleep(0)
         except ConnectionClosed:
             pass
         except StoreUnavailable:
@@ -139,17 +174,50 @@ class Session:
             return False
         ref = echo_ref(message)
         try:
-            await self._dispatch(parse_command(message))
+            command = parse_command(message)
+        except ErrorReply as error:  # malformed: a refusal, like a request over its rate
+            self.push(error_message(error.code, error.message, ref))
+            return await self._refused(self.limits.refuse(self._now()))
+        # A command type added without a limit of its own shares the pings' bucket.
+        verdict = self.limits.check(_KINDS.get(type(command), Kind.PINGS), self._now())
+        if verdict is not Verdict.ALLOWED:
+            self._rate_limited(command, ref)
+            return await self._refused(verdict)
+        try:
+            await self._dispatch(command)
         except ErrorReply as error:
             self.push(error_message(error.code, error.message, ref))
         except StoreUnavailable:
             self.push(error_message(ErrorCode.UNAVAILABLE, "storage is unavailable; retry", ref))
-        except Exception:  # a bug must not take the connection, the table or the node down
-            self.log.exception("command_failed")
+        except Exception as error:  # a bug must not take the connection, the table or the node
+            self._log_failure(error)
             self.push(
                 error_message(ErrorCode.INTERNAL, "the server could not handle this message", ref)
             )
         return True
+
+    def _rate_limited(self, command: Command, ref: object) -> None:
+        message = "too many requests of this kind; slow down"
+        if isinstance(command, Bet):
+            self._reject(command, RejectCode.RATE_LIMITED, message)
+        else:
+            self.push(error_message(ErrorCode.RATE_LIMITED, message, ref))
+
+    async def _refused(self, verdict: Verdict) -> bool:
+        """After a refusal: go on, or close a connection that keeps flooding."""
+        if verdict is not Verdict.FLOODING:
+            return True
+        self.log.warning("flooding_client_closed")
+        await self.ws.close(FLOOD_CLOSE_CODE, "too many refused requests")
+        return False
+
+    def _log_failure(self, error: Exception) -> None:
+        key = _failure_key(error)
+        if key in self.ctx.failures_logged:
+            self.log.error("command_failed", error=repr(error)[:200], repeated=True)
+            return
+        self.ctx.failures_logged.add(key)
+        self.log.error("command_failed", exc_info=error)
 
     async def _dispatch(self, command: Command) -> None:
         if isinstance(command, Bet):
@@ -298,8 +366,19 @@ class Session:
         events = await self.ctx.store.round_events(replay.table, replay.round)
         if events is None:
             raise ErrorReply(ErrorCode.NOT_HELD, f"round {replay.round} is not held for replay")
+        if replay.after is not None:
+            events = [e for e in events if e["seq"] > replay.after]
+        # One answer is bounded whatever the round holds; `more` says to ask again with
+        # `after` set to the last seq received.
+        page = events[: self.ctx.max_replay_events]
         self.push(
-            {"type": "replay", "table": replay.table, "round": replay.round, "events": events}
+            {
+                "type": "replay",
+                "table": replay.table,
+                "round": replay.round,
+                "events": page,
+                "more": len(events) > len(page),
+            }
         )
 
     def send_settlement(self, settlement: Settlement) -> None:
@@ -329,6 +408,15 @@ class Session:
             await self._catch_up(Join(table_id, None), feed, recovered=False)
             if table_id not in self.joined:  # the connection closed during the catch-up
                 feed.unsubscribe(self)
+
+
+def _failure_key(error: Exception) -> str:
+    """The exception's type and the line that raised it: one traceback per distinct bug."""
+    where = error.__traceback__
+    while where is not None and where.tb_next is not None:
+        where = where.tb_next
+    place = f"{where.tb_frame.f_code.co_filename}:{where.tb_lineno}" if where else "?"
+    return f"{type(error).__name__}@{place}"
 
 
 def push_settlement(sub: object, settlement: object) -> None:

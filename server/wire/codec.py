@@ -8,6 +8,7 @@ on a msgpack connection is understood too. Answers always use the connection's e
 from __future__ import annotations
 
 import json
+import re
 from enum import StrEnum
 from typing import Any
 
@@ -18,8 +19,10 @@ __all__ = [
     "SUBPROTOCOLS",
     "Encoding",
     "Undecodable",
+    "Unencodable",
     "decode",
     "encode",
+    "has_lone_surrogate",
 ]
 
 MAX_FRAME_BYTES = 16 * 1024  # a client message is small; bigger frames close with 1009
@@ -35,14 +38,36 @@ SUBPROTOCOLS = (Encoding.MSGPACK, Encoding.JSON)
 Frame = bytes | str
 
 
+# A str holding a UTF-16 surrogate (from a JSON "\ud800" escape, or from invalid UTF-8 in a
+# msgpack str, see decode) is no Unicode text: UTF-8 cannot encode it, so neither a text frame,
+# a msgpack str nor Redis can carry it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class Undecodable(ValueError):
     """A frame that is neither valid msgpack nor valid JSON: the connection closes (1003)."""
 
 
+class Unencodable(ValueError):
+    """A message the chosen encoding cannot carry (a bug: client input is checked first)."""
+
+
+def has_lone_surrogate(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
 def encode(message: dict[str, Any], encoding: Encoding) -> Frame:
-    if encoding is Encoding.JSON:
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-    packed: bytes = msgpack.packb(message, use_bin_type=True)
+    """One frame for the message; raises Unencodable rather than build a frame that the
+    WebSocket layer would fail to send (text frames must be valid UTF-8)."""
+    try:
+        if encoding is Encoding.JSON:
+            text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+            if has_lone_surrogate(text):
+                raise ValueError("a string holds a lone surrogate")
+            return text
+        packed: bytes = msgpack.packb(message, use_bin_type=True)
+    except (ValueError, TypeError, OverflowError, RecursionError) as error:
+        raise Unencodable(f"cannot encode {message.get('type')!r}: {error}") from None
     return packed
 
 
@@ -52,7 +77,10 @@ def decode(frame: Frame) -> object:
         if isinstance(frame, str):
             return json.loads(frame)
         # The frame's size is already bounded by the server's max_size; unpackb sizes its own
-        # limits from len(frame) (it takes no max_buffer_size).
-        return msgpack.unpackb(frame, raw=False, strict_map_key=False)
+        # limits from len(frame) (it takes no max_buffer_size). Invalid UTF-8 in a str decodes
+        # to lone surrogates, so parsing refuses it (BAD_MESSAGE) as it does a JSON "\ud800".
+        return msgpack.unpackb(
+            frame, raw=False, strict_map_key=False, unicode_errors="surrogateescape"
+        )
     except (ValueError, TypeError, RecursionError, msgpack.UnpackException) as error:
         raise Undecodable(f"cannot decode frame: {error}") from None

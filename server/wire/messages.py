@@ -3,6 +3,10 @@
 A command that names a type we do not know, or lacks or mistypes a field, becomes an
 `ErrorReply` sent back to the client; bet fields whose *values* the rules judge (spot, amount,
 round) pass through so the store answers them with a bet_rejected code.
+
+Every string in a message, map keys included, must be text that UTF-8 can encode (no lone
+surrogates): anything the server accepts can then be echoed in either encoding and stored in
+Redis. A message holding any other string is refused whole, with BAD_MESSAGE.
 """
 
 from __future__ import annotations
@@ -12,7 +16,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from server.wire.codec import has_lone_surrogate
+
 __all__ = [
+    "INT64",
     "MAX_ID_LENGTH",
     "Bet",
     "Command",
@@ -24,20 +31,23 @@ __all__ = [
     "Replay",
     "echo_ref",
     "error_message",
+    "is_encodable",
     "parse_command",
 ]
 
 MAX_ID_LENGTH = 64
+INT64 = range(-(2**63), 2**63)  # integer fields: what msgpack, Redis and Lua all hold exactly
 
 
 class ErrorCode(StrEnum):
-    BAD_MESSAGE = "BAD_MESSAGE"  # not a map, or no string `type`
+    BAD_MESSAGE = "BAD_MESSAGE"  # not a map, no string `type`, or a string UTF-8 cannot carry
     UNKNOWN_TYPE = "UNKNOWN_TYPE"
     MISSING_FIELD = "MISSING_FIELD"
     BAD_FIELD = "BAD_FIELD"
     UNKNOWN_TABLE = "UNKNOWN_TABLE"
     NOT_HELD = "NOT_HELD"  # a round no longer kept for replay
     UNAVAILABLE = "UNAVAILABLE"  # the store cannot be reached; try again
+    RATE_LIMITED = "RATE_LIMITED"  # over this connection's rate for the kind of message
     INTERNAL = "INTERNAL"  # a bug on our side; the connection and the table carry on
 
 
@@ -81,6 +91,7 @@ class Bet:
 class Replay:
     table: str
     round: int
+    after: int | None = None  # page on: only events with a greater seq
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +108,10 @@ def _field(message: dict[Any, Any], name: str, kind: type, optional: bool = Fals
             return None
         raise ErrorReply(ErrorCode.MISSING_FIELD, f"{message['type']}: missing field {name!r}")
     value = message[name]
-    if kind is int and (type(value) is not int):
-        raise ErrorReply(ErrorCode.BAD_FIELD, f"{message['type']}: {name!r} must be an integer")
+    if kind is int and (type(value) is not int or value not in INT64):
+        raise ErrorReply(
+            ErrorCode.BAD_FIELD, f"{message['type']}: {name!r} must be a 64-bit integer"
+        )
     if kind is str and (not isinstance(value, str) or not 0 < len(value) <= MAX_ID_LENGTH):
         raise ErrorReply(
             ErrorCode.BAD_FIELD,
@@ -128,14 +141,19 @@ def _parse_leave(m: dict[Any, Any]) -> Command:
 
 
 def _parse_replay(m: dict[Any, Any]) -> Command:
-    return Replay(_field(m, "table", str), _field(m, "round", int))
+    after = _field(m, "after", int, optional=True)
+    if after is not None and after < 0:
+        raise ErrorReply(ErrorCode.BAD_FIELD, "replay: 'after' must be >= 0")
+    return Replay(_field(m, "table", str), _field(m, "round", int), after)
 
 
 def echo_ref(message: object) -> str | int | None:
     """The message's `ref` if it is one we echo back: a short string or an integer both
     encodings can carry (msgpack stops at 64 bits); anything else is answered as no ref."""
     ref = message.get("ref") if isinstance(message, dict) else None
-    if isinstance(ref, bool) or not isinstance(ref, str | int) or len(str(ref)) > MAX_ID_LENGTH:
+    if isinstance(ref, bool) or not isinstance(ref, str | int):
+        return None
+    if isinstance(ref, str) and (len(ref) > MAX_ID_LENGTH or has_lone_surrogate(ref)):
         return None
     if isinstance(ref, int) and not -(2**63) <= ref < 2**64:
         return None
@@ -155,14 +173,34 @@ _PARSERS: dict[str, Callable[[dict[Any, Any]], Command]] = {
 }
 
 
+def is_encodable(value: object) -> bool:
+    """Every string in the value, map keys included, is text UTF-8 can encode. Iterative:
+    a decoded frame may nest as deep as its decoder allows."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if has_lone_surrogate(item):
+                return False
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+    return True
+
+
 def parse_command(message: object) -> Command:
     """Turn a decoded frame into a command, or raise ErrorReply saying what is wrong."""
     if not isinstance(message, dict) or not isinstance(message.get("type"), str):
         raise ErrorReply(ErrorCode.BAD_MESSAGE, "a message must be a map with a string 'type'")
+    if not is_encodable(message):
+        raise ErrorReply(
+            ErrorCode.BAD_MESSAGE, "strings must be valid Unicode text (no lone surrogates)"
+        )
     parser = _PARSERS.get(message["type"])
     if parser is None:
         known = ", ".join(_PARSERS)
-        raise ErrorReply(
-            ErrorCode.UNKNOWN_TYPE, f"unknown type {message['type']!r}; one of {known}"
-        )
+        shown = message["type"][:MAX_ID_LENGTH]  # an answer never grows with the input
+        raise ErrorReply(ErrorCode.UNKNOWN_TYPE, f"unknown type {shown!r}; one of {known}")
     return parser(message)

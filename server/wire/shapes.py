@@ -421,7 +421,8 @@ class Replay(TypedDict):
     type: Literal["replay"]
     table: str
     round: int
-    events: list[TableEvent]
+    events: list[TableEvent]  # at most --max-replay-events, oldest first
+    more: bool  # the round has more events: ask again with `after` = the last seq here
 
 
 class HistoryRound(TypedDict):
@@ -661,8 +662,14 @@ def settlement(
     }
 
 
-def replay(table: str, round_no: int, events: Sequence[TableEvent]) -> Replay:
-    return {"type": "replay", "table": table, "round": round_no, "events": list(events)}
+def replay(table: str, round_no: int, events: Sequence[TableEvent], more: bool) -> Replay:
+    return {
+        "type": "replay",
+        "table": table,
+        "round": round_no,
+        "events": list(events),
+        "more": more,
+    }
 
 
 def history_round(

@@ -22,6 +22,7 @@ FAST = {
     "--result-pause": "0.03",
     "--next-round-pause": "0.05",
     "--lease-ttl": "1.5",
+    "--drain-seconds": "0",  # SIGTERM stops at once: no load balancer to drain for
 }
 _SERVING = re.compile(r"serving on ws://[\d.]+:(\d+)/ws")
 

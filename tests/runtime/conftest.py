@@ -12,9 +12,7 @@ from server.runtime.clock import ManualClock
 from server.store.base import Store
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
-from tests.store.conftest import _delete_keys, redis_url
-
-__all__ = ["redis_url"]  # the session's Redis, shared with the store tests' fixture
+from tests.redis_server import delete_keys
 
 
 @pytest.fixture
@@ -33,4 +31,4 @@ async def any_store(request: pytest.FixtureRequest, clock: ManualClock) -> Async
     store = RedisStore.from_url(url, key_prefix=prefix)
     yield store
     await store.close()
-    await _delete_keys(url, [prefix])
+    await delete_keys(url, [prefix])

@@ -8,32 +8,19 @@ deleted afterwards, so tests never see each other's data, even on a shared REDIS
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from redis.asyncio import Redis
 
 from server.store.base import DEFAULT_HISTORY_EVENTS, DEFAULT_HISTORY_ROUNDS, Store
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
-from tests.redis_server import start_redis
+from tests.redis_server import delete_keys
 from tests.store import RULES, TABLE, ManualClock
 
 StoreFactory = Callable[..., Awaitable[Store]]
 Advance = Callable[[int], Awaitable[None]]
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """A real Redis for the whole session: REDIS_URL, or a redis-server started here."""
-    url = os.environ.get("REDIS_URL")
-    if url:
-        yield url
-        return
-    with start_redis() as server:
-        yield server.url
 
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
@@ -77,18 +64,7 @@ async def make_store(
     for store in made:
         await store.close()
     if prefixes:
-        await _delete_keys(url, prefixes)
-
-
-async def _delete_keys(url: str, prefixes: list[str]) -> None:
-    client = Redis.from_url(url)
-    try:
-        for prefix in prefixes:
-            keys = [key async for key in client.scan_iter(match=f"{prefix}:*", count=1000)]
-            if keys:
-                await client.delete(*keys)
-    finally:
-        await client.aclose()
+        await delete_keys(url, prefixes)
 
 
 @pytest.fixture

@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog.testing
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.typing import Subprotocol
 
 from server.app import Node
 from server.config import Settings
+from server.store.base import Store
 from server.wire.codec import Encoding, Frame, decode, encode
+from tests.redis_server import delete_keys
 
 SCALE = float(os.environ.get("TEST_TIMEOUT_SCALE", "1"))
 TABLE = "t1"
@@ -114,16 +119,41 @@ ClientFactory = Callable[..., Awaitable[Client]]
 NodeFactory = Callable[..., Awaitable[Node]]
 
 
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def engine(request: pytest.FixtureRequest) -> str:
+    """For tests that must hold on both engines: make_node(engine=engine)."""
+    name: str = request.param
+    return name
+
+
 @pytest.fixture
-async def make_node() -> AsyncIterator[NodeFactory]:
-    """Start in-process nodes (FAST timings, port 0) with any settings overridden."""
+async def make_node(request: pytest.FixtureRequest) -> AsyncIterator[NodeFactory]:
+    """Start in-process nodes (FAST timings, port 0) with any settings overridden; with
+    engine="redis", on the session's real Redis under a key prefix of their own."""
+    prefixes: list[str] = []
+    url = ""
     async with contextlib.AsyncExitStack() as stack:
 
-        async def factory(**overrides: Any) -> Node:
+        async def factory(engine: str = "memory", **overrides: Any) -> Node:
+            nonlocal url
             settings = Settings(port=0, **{**FAST, **overrides})
-            return await stack.enter_async_context(Node(settings))
+            store: Store | None = None
+            if engine == "redis":
+                from server.store.redis import RedisStore
+
+                url = request.getfixturevalue("redis_url")
+                prefixes.append(f"test-{uuid.uuid4().hex[:12]}")
+                store = RedisStore.from_url(
+                    url,
+                    key_prefix=prefixes[-1],
+                    history_events=settings.history_events,
+                    history_rounds=settings.history_rounds,
+                )
+            return await stack.enter_async_context(Node(settings, store=store))
 
         yield factory
+    if prefixes:
+        await delete_keys(url, prefixes)
 
 
 @pytest.fixture
@@ -170,3 +200,35 @@ def static_dir(tmp_path: Path) -> Path:
     (folder / "app.js").write_text("console.log(1)")
     (tmp_path / "secret.txt").write_text("outside")
     return folder
+
+
+class ServerLog:
+    """Everything logged while a test runs: structlog events (the server's own) and stdlib
+    records (websockets logs 'connection handler failed' with a traceback there)."""
+
+    def __init__(self, events: list[Message], caplog: pytest.LogCaptureFixture) -> None:
+        self.events = events
+        self.caplog = caplog
+
+    def failures(self) -> list[object]:
+        """Errors and tracebacks: client input must never cause one."""
+        events = [
+            e for e in self.events if e.get("log_level") in ("error", "critical") or "exc_info" in e
+        ]
+        records = [
+            f"{r.name}: {r.getMessage()}"
+            for r in self.caplog.records
+            if r.levelno >= logging.ERROR or r.exc_info
+        ]
+        return [*events, *records]
+
+    def names(self) -> list[str]:
+        return [str(e["event"]) for e in self.events]
+
+
+@pytest.fixture
+def server_log(caplog: pytest.LogCaptureFixture) -> Iterator[ServerLog]:
+    """Capture the log; request it before the node so the node's bound loggers see it."""
+    caplog.set_level(logging.WARNING)
+    with structlog.testing.capture_logs() as events:
+        yield ServerLog(events, caplog)

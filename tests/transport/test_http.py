@@ -7,11 +7,22 @@ import json
 from pathlib import Path
 
 import msgpack
+import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from server.app import Node
+from server.config import Settings
 from server.wire.codec import Encoding
-from tests.transport.conftest import TABLE, ClientFactory, NodeFactory, within
+from tests.redis_server import start_redis
+from tests.transport.conftest import (
+    FAST,
+    TABLE,
+    ClientFactory,
+    NodeFactory,
+    ServerLog,
+    within,
+)
 
 
 async def _get(node: Node, path: str) -> tuple[int, dict[str, str], bytes]:
@@ -38,6 +49,93 @@ async def test_healthz_is_ok(node: Node) -> None:
     status, headers, body = await _get(node, "/healthz")
     assert (status, body) == (200, b"ok\n")
     assert headers["content-type"] == "text/plain"
+
+
+async def test_readyz_is_ok_while_the_store_answers(node: Node) -> None:
+    """GET /readyz answers 200 ready when the store answers and the node is not draining."""
+    assert (await _get(node, "/readyz"))[::2] == (200, b"ready\n")
+
+
+async def test_a_draining_node_is_alive_but_not_ready(
+    node: Node, open_client: ClientFactory
+) -> None:
+    """While draining, /readyz is 503 and /healthz stays 200; clients are still served."""
+    client = await open_client(node)
+    node.begin_drain()
+    assert (await _get(node, "/readyz"))[::2] == (503, b"draining\n")
+    assert (await _get(node, "/healthz"))[0] == 200
+    assert (await client.ping("draining"))["ref"] == "draining"
+
+
+async def test_drain_then_stop_closes_clients_with_1001_and_releases_leases(
+    open_client: ClientFactory,
+) -> None:
+    """drain_and_stop: /readyz 503 at once, clients served through the drain, then closed
+    with 1001 and the table's lease released."""
+    node = Node(Settings(port=0, **{**FAST, "drain_seconds": 0.3 * within(1)}))
+    await node.start()
+    try:
+        client = await open_client(node)
+        await client.join()
+        stopping = asyncio.create_task(node.drain_and_stop())
+        await asyncio.sleep(0)  # let it begin
+        assert (await _get(node, "/readyz"))[0] == 503
+        assert (await client.ping("in-drain"))["ref"] == "in-drain"
+        assert not stopping.done()
+        with pytest.raises(ConnectionClosed) as closed:
+            await client.expect(lambda m: False, seconds=5)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001
+        await asyncio.wait_for(stopping, within())
+    finally:
+        await node.stop()
+    assert node.stopped
+
+
+@pytest.mark.redis
+async def test_readyz_is_503_while_redis_is_down() -> None:
+    """On the Redis engine /readyz follows the store: 503 while Redis is down, 200 again once
+    it answers; /healthz stays 200 throughout."""
+    with start_redis() as redis:
+        from server.store.redis import RedisStore
+
+        store = RedisStore.from_url(redis.url, key_prefix="readyz")
+        async with Node(Settings(port=0, **FAST), store=store) as node:
+            assert (await _get(node, "/readyz"))[0] == 200
+            redis.stop()
+            status, _, body = await _get(node, "/readyz")
+            assert (status, body) == (503, b"store unreachable\n")
+            assert (await _get(node, "/healthz"))[0] == 200
+            redis.start()
+            assert (await _get(node, "/readyz"))[0] == 200
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/a%00b", "/a\x00b", "/%zz", "/a%2", "/%ff", "/%c3%28", "/a%0Ab", "/a\\b", "/a\x7fb"],
+    ids=repr,
+)
+async def test_malformed_paths_are_400_without_a_traceback(
+    server_log: ServerLog, make_node: NodeFactory, static_dir: Path, path: str
+) -> None:
+    """NUL or control characters (raw or percent-encoded), bad percent-encoding, bytes that are
+    not UTF-8 and backslashes: 400, and nothing in the log (GET /a%00b was a 500)."""
+    node = await make_node(static_dir=str(static_dir))
+    status, _, body = await _get(node, path)
+    assert (status, body) == (400, b"bad request path\n")
+    assert server_log.failures() == []
+
+
+async def test_paths_naming_nothing_we_serve_are_404(
+    server_log: ServerLog, make_node: NodeFactory, static_dir: Path
+) -> None:
+    """A name too long for the file system, a folder, `..` in any spelling: 404, no log."""
+    node = await make_node(static_dir=str(static_dir))
+    (static_dir / "sub").mkdir()
+    for path in ("/" + "a" * 5000, "/sub", "/sub/", "/sub/../../secret.txt", "/.%2e/secret.txt"):
+        status, _, body = await _get(node, path)
+        assert status == 404 and b"outside" not in body, path
+    assert (await _get(node, "/app%2Ejs"))[0] == 200  # percent-decoded before lookup
+    assert server_log.failures() == []
 
 
 async def test_status_reports_the_node(node: Node, open_client: ClientFactory) -> None:

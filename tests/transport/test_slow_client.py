@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import socket
 
+import pytest
 import structlog.testing
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -13,11 +14,20 @@ from websockets.typing import Subprotocol
 
 from server.app import Node
 from server.transport.session import Session
-from server.wire.codec import Encoding
-from tests.transport.conftest import TABLE, Client, ClientFactory, NodeFactory, within
+from server.wire.codec import Encoding, Frame
+from tests.transport.conftest import (
+    TABLE,
+    Client,
+    ClientFactory,
+    NodeFactory,
+    ServerLog,
+    within,
+)
 
 BUFFER_LIMIT = 16 * 1024
 KERNEL_BUFFER = 4096  # the kernel's share of the backlog is kept small (Linux doubles it)
+# These clients flood on purpose to fill buffers; the rate limits would stop them first.
+NO_RATE_LIMITS = {"rate_bets": 0, "rate_replays": 0}
 
 
 def _shrink_kernel_buffers(node: Node) -> None:
@@ -78,7 +88,9 @@ async def test_a_stalled_subscriber_is_dropped_and_others_stay_on_time(
     """A subscriber that stopped reading is cut; the others get every event on time."""
     # Table events show bet totals a few times a round, not every bet: short rounds make the
     # stalled client's backlog grow fast enough.
-    node = await make_node(max_buffer_bytes=BUFFER_LIMIT, betting_window=0.05, totals_interval=0.01)
+    node = await make_node(
+        max_buffer_bytes=BUFFER_LIMIT, betting_window=0.05, totals_interval=0.01, **NO_RATE_LIMITS
+    )
     with structlog.testing.capture_logs() as logs:
         spectator = await open_client(node, Encoding.MSGPACK)
         bettor = await open_client(node, Encoding.JSON)
@@ -106,14 +118,42 @@ async def test_a_stalled_subscriber_is_dropped_and_others_stay_on_time(
     assert max(bettor.lags_ms) < within(0.5) * 1000, max(bettor.lags_ms)
 
 
+def _record_buffer(session: Session) -> tuple[list[int], list[int]]:
+    """Record, after each frame the server writes to this session, the frame's size and the
+    bytes it then holds queued for the client: the memory this client costs the server."""
+    sizes: list[int] = []
+    queued: list[int] = []
+    write = session.push_frame
+
+    def recording(frame: Frame) -> None:
+        write(frame)
+        sizes.append(len(frame))
+        queued.append(session.ws.transport.get_write_buffer_size())
+
+    session.push_frame = recording  # type: ignore[method-assign]
+    return sizes, queued
+
+
+@pytest.mark.parametrize(
+    ("limits", "cut_by"),
+    [(NO_RATE_LIMITS, "slow_client_dropped"), ({}, "flooding_client_closed")],
+    ids=["rate-limits-off", "default-limits"],
+)
 async def test_a_client_that_asks_but_never_reads_is_dropped(
-    make_node: NodeFactory, open_client: ClientFactory
+    server_log: ServerLog,
+    make_node: NodeFactory,
+    open_client: ClientFactory,
+    limits: dict[str, int],
+    cut_by: str,
 ) -> None:
-    """Direct answers count too: a client asking for replays without reading them is cut."""
-    node = await make_node(max_buffer_bytes=BUFFER_LIMIT)
+    """Direct answers count too: a client asking for replays without reading them is cut,
+    by the buffer limit or, sooner, as a flood; what the server holds for it stays bounded
+    (the limit plus one answer, and an answer is bounded too)."""
+    node = await make_node(max_buffer_bytes=BUFFER_LIMIT, **limits)
     spectator = await open_client(node)
     snap = await spectator.join()
     stalled, session = await _stalled_client(node, join=False)
+    sizes, queued = _record_buffer(session)
     dropped = asyncio.ensure_future(session.ws.wait_closed())
 
     async def flood() -> None:
@@ -130,6 +170,9 @@ async def test_a_client_that_asks_but_never_reads_is_dropped(
             task.cancel()
         await asyncio.gather(dropped, flooding, return_exceptions=True)
         await stalled.ws.close()
+    assert cut_by in server_log.names()
+    assert max(sizes) < 64 * 1024  # a replay answer is capped (max_replay_events)
+    assert max(queued) <= BUFFER_LIMIT + max(sizes)
     assert [e["seq"] for e in spectator.events] == list(
         range(snap["seq"] + 1, spectator.events[-1]["seq"] + 1)
     )

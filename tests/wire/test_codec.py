@@ -8,7 +8,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from server.wire.codec import SUBPROTOCOLS, Encoding, Undecodable, decode, encode
+from server.wire.codec import SUBPROTOCOLS, Encoding, Undecodable, Unencodable, decode, encode
 
 EVENT: dict[str, Any] = {
     "type": "event",
@@ -74,7 +74,6 @@ def test_non_map_values_decode() -> None:
         b"\x01\x02",  # extra data after a value
         b"\x92\x01",  # truncated array
         b"",
-        b"\xd9\x02\xff\xfe",  # a str that is not UTF-8
         b"\xde\xff\xff",  # a map header claiming more entries than the frame holds
         b"\x91" * 5000,  # nested deeper than the unpacker allows
         b"\x81\x91\x01\x02",  # a map keyed by an array (unhashable)
@@ -103,3 +102,43 @@ def test_a_frame_near_the_size_limit_decodes() -> None:
     assert 16 * 1024 - 32 < len(frame) <= 16 * 1024
     assert decode(frame) == message
     assert json.loads(encode(message, Encoding.JSON)) == message
+
+
+@pytest.mark.parametrize(
+    ("frame", "text"),
+    [
+        (b"\xd9\x02\xff\xfe", "\udcff\udcfe"),  # a msgpack str that is not UTF-8
+        (b"\xa3\xed\xa0\x80", "\udced\udca0\udc80"),  # a surrogate encoded as if UTF-8
+        ('"\\ud800"', "\ud800"),  # a JSON escape of a lone surrogate
+        ('"\\udc00x"', "\udc00x"),
+    ],
+    ids=repr,
+)
+def test_strings_utf8_cannot_carry_decode_to_lone_surrogates(frame: bytes | str, text: str) -> None:
+    """Both encodings decode such strings to lone surrogates, which parsing refuses as one rule
+    (BAD_MESSAGE), instead of a close for msgpack and a crash later for JSON."""
+    assert decode(frame) == text
+
+
+BOTH = (Encoding.MSGPACK, Encoding.JSON)
+
+
+@pytest.mark.parametrize(
+    ("message", "encodings"),
+    [
+        ({"type": "pong", "ref": "\ud800"}, BOTH),
+        ({"type": "error", "\udfff": 1}, BOTH),
+        ({"type": "pong", "ref": object()}, BOTH),
+        ({"type": "pong", "ref": 2**64}, (Encoding.MSGPACK,)),  # msgpack stops at 64 bits
+        ({"type": "pong", "ref": float("nan")}, (Encoding.JSON,)),  # JSON has no NaN
+    ],
+    ids=repr,
+)
+def test_a_message_no_frame_can_carry_is_unencodable(
+    message: dict[str, Any], encodings: tuple[Encoding, ...]
+) -> None:
+    """encode raises Unencodable (a ValueError) instead of returning a frame the WebSocket
+    layer would then fail to send."""
+    for encoding in encodings:
+        with pytest.raises(Unencodable):
+            encode(message, encoding)

@@ -17,7 +17,9 @@ from server.wire.messages import (
     Leave,
     Ping,
     Replay,
+    echo_ref,
     error_message,
+    is_encodable,
     parse_command,
 )
 
@@ -67,6 +69,15 @@ def test_bet_passes_judged_values_through() -> None:
     """Round, spot and amount are judged by the table and rules, not the parser."""
     odd = {**BET, "round": "three", "spot": ["x"], "amount": -1.5}
     assert parse_command(odd) == Bet("t1", "three", "b-1", ["x"], -1.5)
+
+
+def test_replay_pages_on_after() -> None:
+    """replay takes an optional `after` seq (>= 0) to page through a long round."""
+    message = {"type": "replay", "table": "t1", "round": 4, "after": 17}
+    assert parse_command(message) == Replay("t1", 4, 17)
+    assert parse_command({**message, "after": None}) == Replay("t1", 4)
+    assert _code({**message, "after": -1}) is ErrorCode.BAD_FIELD
+    assert _code({**message, "after": "17"}) is ErrorCode.BAD_FIELD
 
 
 def test_replay() -> None:
@@ -151,6 +162,10 @@ def test_missing_field(message: dict[str, Any], missing: str) -> None:
         {"type": "replay", "table": "t1", "round": "1"},
         {"type": "replay", "table": "t1", "round": 1.5},
         {"type": "replay", "table": "t1", "round": False},
+        {"type": "replay", "table": "t1", "round": 2**63},
+        {"type": "replay", "table": "t1", "round": -(2**63) - 1},
+        {"type": "join", "table": "t1", "since": 10**30},
+        {"type": "replay", "table": "t1", "round": 1, "after": 2**64},
         {"type": "replay", "table": 2, "round": 1},
         {**BET, "table": 1},
         {**BET, "bet_id": 12},
@@ -185,6 +200,55 @@ def test_ids_too_long_or_empty(message: dict[str, Any]) -> None:
 def test_negative_since(since: int) -> None:
     """join with a negative `since` is BAD_FIELD."""
     assert _code({"type": "join", "table": "t1", "since": since}) is ErrorCode.BAD_FIELD
+
+
+SURROGATES = ["\ud800", "a\udfffb", "\udc80"]
+
+
+@pytest.mark.parametrize("bad", SURROGATES)
+@pytest.mark.parametrize(
+    "place",
+    ["table", "bet_id", "spot", "ref", "type", "extra", "key", "nested", "since", "amount"],
+)
+def test_a_string_utf8_cannot_carry_is_bad_message_anywhere(bad: str, place: str) -> None:
+    """A lone surrogate in any string, map keys and unused fields included, refuses the whole
+    message with BAD_MESSAGE: nothing the server accepts is a string it cannot send or store."""
+    message: dict[Any, Any] = dict(BET)
+    if place in ("table", "bet_id", "spot", "ref", "since", "amount"):
+        message[place] = bad
+    elif place == "type":
+        message["type"] = "bet" + bad
+    elif place == "extra":
+        message["pad"] = ["ok", {"deep": bad}]
+    elif place == "key":
+        message[bad] = 1
+    else:
+        message["pad"] = {"k": [[[{bad: "v"}]]]}
+    assert _code(message) is ErrorCode.BAD_MESSAGE
+    assert _code({"type": "ping", "ref": "ok", "x": bad}) is ErrorCode.BAD_MESSAGE
+
+
+def test_a_ref_utf8_cannot_carry_is_never_echoed() -> None:
+    """echo_ref drops a ref with a lone surrogate: the BAD_MESSAGE answer carries no ref."""
+    assert echo_ref({"type": "ping", "ref": "\ud800"}) is None
+    assert echo_ref({"type": "ping", "ref": "é✓"}) == "é✓"
+
+
+def test_is_encodable_walks_deep_values_without_recursion() -> None:
+    """A value nested deeper than Python recurses is walked (iteratively) all the same."""
+    deep: object = "\ud800"
+    for _ in range(5000):
+        deep = [deep]
+    assert not is_encodable(deep)
+    assert is_encodable({"é": ["✓", {"k": 1}], 2: b"\xff"})
+
+
+def test_an_unknown_type_is_quoted_short() -> None:
+    """The error for an unknown type quotes at most MAX_ID_LENGTH of it: answers never grow
+    with the input."""
+    with pytest.raises(ErrorReply) as caught:
+        parse_command({"type": "x" * 10_000})
+    assert len(caught.value.message) < 200
 
 
 def test_error_message_shape() -> None:

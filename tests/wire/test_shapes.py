@@ -154,7 +154,7 @@ def test_small_message_constructors() -> None:
         shapes.pong(None, 5),
         shapes.pong("p", 5),
         shapes.bet_rejected("b-1", "t1", "NOT_A_PLAYER", "spectators cannot bet"),
-        shapes.replay("t1", 1, []),
+        shapes.replay("t1", 1, [], more=False),
         shapes.history([]),
     ]
     for message in built:
@@ -399,7 +399,13 @@ def test_checker_finds_missing_keys_and_nested_problems() -> None:
     """Missing keys, and problems inside lists and nested maps, are reported with a path."""
     without_rank = {k: v for k, v in CARD_EVENT.items() if k != "rank"}
     assert message_problems(without_rank) == ["$: missing 'rank'"]
-    bad = {"type": "replay", "table": "t1", "round": 1, "events": [{**CARD_EVENT, "index": None}]}
+    bad = {
+        "type": "replay",
+        "table": "t1",
+        "round": 1,
+        "events": [{**CARD_EVENT, "index": None}],
+        "more": False,
+    }
     assert message_problems(bad) == ["$.events[0].index: expected int, got NoneType None"]
     settle = shapes.settlement("t1", 1, [], 0)
     settle["payouts"] = [{"bet_id": "b", "spot": "tie", "amount": 1, "outcome": "won", "credit": 0}]  # type: ignore[typeddict-item]
