@@ -72,7 +72,8 @@ async def test_keys_of_a_table_share_one_hash_tag(table: Store, raw: Redis) -> N
     assert len({key_slot(k.encode()) for k in table_keys}) == 1
     for player in ("alice", "bob"):
         mine = [k for k in player_keys if f"{{p:{player}}}" in k]
-        assert mine == [f"{prefix}:{{p:{player}}}:balance"]  # receipts live with the round
+        # receipts live with the round; nothing is left in play once it is settled
+        assert mine == [f"{prefix}:{{p:{player}}}:{kind}" for kind in ("balance", "history")]
     assert sorted(set(keys) - set(table_keys) - set(player_keys)) == [
         f"{prefix}:ledger",
         f"{prefix}:tables",
