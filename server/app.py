@@ -28,7 +28,9 @@ from server.transport.hub import Hub
 from server.transport.server import start_server
 from server.transport.session import SessionContext, close_all, push_settlement
 
-__all__ = ["Node", "configure_logging", "parse_tables", "serve_from_args"]
+__all__ = ["GUEST_SWEEP_INTERVAL", "Node", "configure_logging", "parse_tables", "serve_from_args"]
+
+GUEST_SWEEP_INTERVAL = 5.0  # seconds between two expire_guests calls of a node
 
 
 _TABLE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -59,6 +61,7 @@ def make_store(settings: Settings, clock: Clock) -> Store:
             settings.redis,
             history_events=settings.history_events,
             history_rounds=settings.history_rounds,
+            recall_rounds=settings.recall_rounds,
         )
     from server.store.memory import MemoryStore
 
@@ -66,6 +69,7 @@ def make_store(settings: Settings, clock: Clock) -> Store:
         clock.now_ms,
         history_events=settings.history_events,
         history_rounds=settings.history_rounds,
+        recall_rounds=settings.recall_rounds,
     )
 
 
@@ -113,6 +117,7 @@ class Node:
         self.server: Server | None = None
         self.draining = False
         self._loop_tasks: list[asyncio.Task[None]] = []
+        self._sweeper: asyncio.Task[None] | None = None
         self.log = structlog.get_logger("node").bind(node=self.node_id)
 
     @property
@@ -132,6 +137,7 @@ class Node:
         )
         # Loops start once the port is bound: a node that cannot serve never takes a table.
         self._loop_tasks = [asyncio.create_task(loop.run()) for loop in self.loops]
+        self._sweeper = asyncio.create_task(self._sweep_guests())
         engine = "redis" if self.settings.redis else "memory"
         self.log.info(
             "listening",
@@ -140,6 +146,20 @@ class Node:
             engine=engine,
             tables=list(self.tables),
         )
+
+    async def _sweep_guests(self) -> None:
+        """Forget guests that stayed away (any node may sweep; the store makes it safe)."""
+        while True:
+            await self.clock.sleep(GUEST_SWEEP_INTERVAL)
+            try:
+                removed = await self.store.expire_guests()
+            except StoreUnavailable as error:
+                self.log.warning("guest_sweep_failed", error=str(error))
+            except Exception:  # a bug must not stop the sweeps for good
+                self.log.exception("guest_sweep_failed")
+            else:
+                if removed:
+                    self.log.info("guests_expired", count=removed)
 
     def _healthy(self) -> bool:
         return not self.draining
@@ -169,9 +189,10 @@ class Node:
     async def stop(self) -> None:
         """Graceful stop: hand the tables over, close clients, then the store."""
         self.draining = True
-        for task in self._loop_tasks:
+        tasks = [*self._loop_tasks, *([self._sweeper] if self._sweeper else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._loop_tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         for loop in self.loops:
             await loop.release()
         if self.server is not None:

@@ -40,6 +40,7 @@ class Settings:
     history_events: int = 20_000
     history_rounds: int = 1_000
     totals_interval: float = 0.25
+    recall_rounds: int = 100  # store.wallet.DEFAULT_RECALL_ROUNDS
 
     def __post_init__(self) -> None:
         if self.log_format not in ("auto", "json", "console"):
@@ -60,6 +61,8 @@ class Settings:
             raise ValueError("history sizes must be at least 1")
         if not 0.01 <= self.totals_interval <= 60:  # also refuses nan
             raise ValueError("totals interval must be 0.01-60 seconds")
+        if not 10 <= self.recall_rounds <= 1_000:  # regulators ask for at least the last 10
+            raise ValueError("recall rounds must be 10-1000")
 
     def resolved_node_id(self) -> str:
         return self.node_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
@@ -91,6 +94,7 @@ _HELP = {
     "history_events": "events kept per table for reconnect catch-up",
     "history_rounds": "rounds kept per table for replay",
     "totals_interval": "at most this often (seconds) a table shows its bet totals while betting",
+    "recall_rounds": "rounds each player can look back at (history), 10-1000",
 }
 
 
