@@ -120,6 +120,7 @@ class MemoryStore(Store):
         self._recall_rounds = max(recall_rounds, 1)
         self._tables: dict[str, _Table] = {}
         self._players: dict[str, _Player] = {}
+        self._guests: set[str] = set()  # the players that may expire: a sweep looks at these
         self._issued = 0
         self._in_play = 0
         self._house = 0
@@ -188,6 +189,8 @@ class MemoryStore(Store):
             ttl = None if guest_ttl_ms is None else max(guest_ttl_ms, 0)
             record = self._players[player] = _Player(initial_balance, ttl)
             self._issued += initial_balance
+            if ttl is not None:
+                self._guests.add(player)
         elif record.guest_ttl_ms is not None and guest_ttl_ms is not None:
             record.guest_ttl_ms = max(guest_ttl_ms, 0)
         self._seen(record)
@@ -234,14 +237,12 @@ class MemoryStore(Store):
         now = self._now_ms() if now_ms is None else now_ms
         gone = [
             name
-            for name, record in self._players.items()
-            if record.guest_ttl_ms is not None
-            and record.expires_at_ms <= now
-            and record.in_play == 0
+            for name in self._guests
+            if (record := self._players[name]).expires_at_ms <= now and record.in_play == 0
         ]
         for name in gone:
-            record = self._players.pop(name)
-            self._expired += record.balance
+            self._guests.discard(name)
+            self._expired += self._players.pop(name).balance
         return len(gone)
 
     async def history(
