@@ -30,7 +30,9 @@ from server.transport.limits import RateLimits
 from server.transport.server import Listen, start_server
 from server.transport.session import SessionContext, close_all, push_settlement
 
-__all__ = ["Node", "configure_logging", "parse_tables", "serve_from_args"]
+__all__ = ["GUEST_SWEEP_INTERVAL", "Node", "configure_logging", "parse_tables", "serve_from_args"]
+
+GUEST_SWEEP_INTERVAL = 5.0  # seconds between two expire_guests calls of a node
 
 
 _TABLE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -62,6 +64,7 @@ def make_store(settings: Settings, clock: Clock) -> Store:
             settings.redis,
             history_events=settings.history_events,
             history_rounds=settings.history_rounds,
+            recall_rounds=settings.recall_rounds,
         )
     from server.store.memory import MemoryStore
 
@@ -69,6 +72,7 @@ def make_store(settings: Settings, clock: Clock) -> Store:
         clock.now_ms,
         history_events=settings.history_events,
         history_rounds=settings.history_rounds,
+        recall_rounds=settings.recall_rounds,
     )
 
 
@@ -126,6 +130,7 @@ class Node:
         self.draining = False
         self.stopped = False
         self._loop_tasks: list[asyncio.Task[None]] = []
+        self._sweeper: asyncio.Task[None] | None = None
         self.log = structlog.get_logger("node").bind(node=self.node_id)
 
     @property
@@ -151,6 +156,7 @@ class Node:
         self.server = await start_server(self.ctx, listen, routes)
         # Loops start once the port is bound: a node that cannot serve never takes a table.
         self._loop_tasks = [asyncio.create_task(loop.run()) for loop in self.loops]
+        self._sweeper = asyncio.create_task(self._sweep_guests())
         engine = "redis" if self.settings.redis else "memory"
         self.log.info(
             "listening",
@@ -187,6 +193,20 @@ class Node:
             )
         await self.stop()
 
+    async def _sweep_guests(self) -> None:
+        """Forget guests that stayed away (any node may sweep; the store makes it safe)."""
+        while True:
+            await self.clock.sleep(GUEST_SWEEP_INTERVAL)
+            try:
+                removed = await self.store.expire_guests()
+            except StoreUnavailable as error:
+                self.log.warning("guest_sweep_failed", error=str(error))
+            except Exception:  # a bug must not stop the sweeps for good
+                self.log.exception("guest_sweep_failed")
+            else:
+                if removed:
+                    self.log.info("guests_expired", count=removed)
+
     async def status(self) -> dict[str, Any]:
         owned = []
         for loop in self.loops:
@@ -214,9 +234,10 @@ class Node:
         if self.stopped:
             return
         self.stopped = self.draining = True
-        for task in self._loop_tasks:
+        tasks = [*self._loop_tasks, *([self._sweeper] if self._sweeper else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._loop_tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         for loop in self.loops:
             await loop.release()
         if self.server is not None:

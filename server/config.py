@@ -52,6 +52,7 @@ class Settings:
     handshake_timeout: float = 10.0
     allowed_origins: str = ""  # comma-separated; empty: any Origin
     drain_seconds: float = 3.0
+    recall_rounds: int = 100  # store.wallet.DEFAULT_RECALL_ROUNDS
 
     def __post_init__(self) -> None:
         if self.log_format not in ("auto", "json", "console"):
@@ -110,6 +111,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "handshake_timeout": (0.1, 600),
     "drain_seconds": (0, 3600),
     "totals_interval": (0.01, 60),
+    "recall_rounds": (10, 1000),  # regulators ask for at least the last 10
 }
 
 
@@ -164,6 +166,7 @@ _HELP = {
     "handshake_timeout": "seconds a client has to complete the WebSocket handshake",
     "allowed_origins": "comma-separated Origin values browsers may connect from (empty: any)",
     "drain_seconds": "on SIGTERM, seconds /readyz answers 503 before connections close",
+    "recall_rounds": "rounds each player can look back at (history), 10-1000",
 }
 
 

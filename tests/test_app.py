@@ -20,11 +20,11 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
-from server.app import Node, parse_tables
+from server.app import GUEST_SWEEP_INTERVAL, Node, parse_tables
 from server.cli import main as cli_main
 from server.config import _RANGES, Settings, add_serve_arguments
 from server.core.rules import PRESETS, rules_preset
-from server.runtime.clock import SystemClock
+from server.runtime.clock import ManualClock, SystemClock
 from server.store.base import Event
 from server.store.memory import MemoryStore
 
@@ -396,3 +396,32 @@ def test_totals_interval_reaches_the_table_loops() -> None:
     node = Node(Settings(totals_interval=0.5, tables="t=classic8"))
     assert node.timings.totals_interval == 0.5
     assert all(loop.timings.totals_interval == 0.5 for loop in node.loops)
+
+
+@pytest.mark.parametrize("rounds", [9, 1_001, -1])
+def test_recall_rounds_is_checked(rounds: int) -> None:
+    """--recall-rounds must be 10-1000 (regulators ask for at least the last 10)."""
+    with pytest.raises(ValueError, match="--recall-rounds must be a whole number from 10 to 1000"):
+        Settings(recall_rounds=rounds)
+
+
+def test_recall_rounds_reaches_the_store() -> None:
+    node = Node(Settings(recall_rounds=10, tables="t=classic8"))
+    assert isinstance(node.store, MemoryStore) and node.store._recall_rounds == 10
+
+
+async def test_the_node_sweeps_expired_guests() -> None:
+    """Every GUEST_SWEEP_INTERVAL the node forgets the guests that stayed away."""
+    clock = ManualClock()
+    settings = Settings(port=0, tables="t1=classic8", static_dir="/nonexistent/baccarat-static")
+    async with Node(settings, clock=clock) as node:
+        await node.store.ensure_player("guest", 1_000, guest_ttl_ms=1_000)
+        await node.store.ensure_player("player", 1_000)
+        for _ in range(20):  # the node's tasks start and wait on the clock
+            await asyncio.sleep(0)
+        await clock.advance(GUEST_SWEEP_INTERVAL / 2)
+        assert await node.store.balance("guest") == 1_000  # due, but no sweep yet
+        await clock.advance(GUEST_SWEEP_INTERVAL / 2)
+        assert await node.store.balance("guest") is None
+        assert await node.store.balance("player") == 1_000
+        assert (await node.store.ledger()).expired == 1_000

@@ -28,6 +28,7 @@ import structlog
 
 from server.core.bets import BetTotals, Payout
 from server.core.errors import NotEnoughCards
+from server.core.recall import round_summary
 from server.core.rules import TableRules
 from server.core.table import (
     Phase,
@@ -316,8 +317,17 @@ class TableLoop:
         transition: Transition,
         payouts: list[Payout] | None = None,
     ) -> None:
+        """Commit a transition; one that pays (settles or voids a round) goes with the round's
+        summary, from which the store writes each bettor's game-recall record."""
+        summary = round_summary(transition.state) if payouts else None
         stored = await self.store.commit(
-            self.table_id, token, state.version, transition.state, transition.events, payouts
+            self.table_id,
+            token,
+            state.version,
+            transition.state,
+            transition.events,
+            payouts,
+            summary,
         )
         if self.on_commit is not None:
             self.on_commit(self.table_id, stored)

@@ -22,6 +22,7 @@ from typing import Any
 
 from server.core.bets import Bet, BetTotals, Payout
 from server.core.events import Payload
+from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import TableState
 from server.store.wallet import Wallet
@@ -208,10 +209,12 @@ class Store(Wallet):
         state: TableState,
         events: list[Payload],
         payouts: list[Payout] | None = None,
+        summary: RoundSummary | None = None,
     ) -> list[Event]:
         """Atomically: check fence and version, store `state`, credit `payouts` (recording
-        each player's settlement of the round), append `events` with the next seqs.
-        Raises StaleWrite if the fence or the version is not current."""
+        each player's settlement of the round and, with `summary`, the round's cards and
+        result, each player's game-recall record: see Wallet.history), append `events` with
+        the next seqs. Raises StaleWrite if the fence or the version is not current."""
 
     @abc.abstractmethod
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None: ...

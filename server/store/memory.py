@@ -12,10 +12,12 @@ import asyncio
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
+from typing import Any
 
 from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot, verify_bet
 from server.core.errors import BetRejected, RejectCode
 from server.core.events import Payload
+from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import TableState, verify_bet_window
 from server.store.base import (
@@ -32,6 +34,16 @@ from server.store.base import (
     new_epoch,
 )
 from server.store.codec import state_from_bytes, state_to_bytes
+from server.store.recall import history_record, record_body
+from server.store.wallet import (
+    DEFAULT_RECALL_ROUNDS,
+    IDEMPOTENCY_KEYS_KEPT,
+    MONEY_LIMIT,
+    MOVEMENTS_KEPT,
+    InsufficientFunds,
+    Movement,
+    check_movement,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -66,6 +78,20 @@ def _header(state: TableState) -> TableState:
 
 
 @dataclass(slots=True)
+class _Player:
+    """A player's records beside the balance; all go when a guest expires."""
+
+    balance: int
+    guest_ttl_ms: int | None = None  # None: not a guest, never expires
+    expires_at_ms: int = 0  # a guest's, by the store's clock
+    in_play: int = 0  # stakes debited and not yet settled: a guest with any never expires
+    movements: deque[Movement] = field(default_factory=lambda: deque(maxlen=MOVEMENTS_KEPT))
+    # idempotency key -> its movement, oldest first, the last IDEMPOTENCY_KEYS_KEPT
+    moves: OrderedDict[str, Movement] = field(default_factory=OrderedDict)
+    history: deque[dict[str, Any]] = field(default_factory=deque)  # newest first
+
+
+@dataclass(slots=True)
 class _Table:
     rules: TableRules
     header: TableState  # what bets are checked against, readable whatever the blob holds
@@ -86,15 +112,21 @@ class MemoryStore(Store):
         now_ms: Callable[[], int],
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
+        recall_rounds: int = DEFAULT_RECALL_ROUNDS,
     ) -> None:
         self._now_ms = now_ms
         self._history_events = history_events
         self._history_rounds = max(history_rounds, 1)
+        self._recall_rounds = max(recall_rounds, 1)
         self._tables: dict[str, _Table] = {}
-        self._balances: dict[str, int] = {}
+        self._players: dict[str, _Player] = {}
+        self._guests: set[str] = set()  # the players that may expire: a sweep looks at these
         self._issued = 0
         self._in_play = 0
         self._house = 0
+        self._operator_in = 0
+        self._operator_out = 0
+        self._expired = 0
 
     def _table(self, table_id: str) -> _Table:
         table = self._tables.get(table_id)
@@ -152,13 +184,75 @@ class MemoryStore(Store):
     async def ensure_player(
         self, player: str, initial_balance: int, guest_ttl_ms: int | None = None
     ) -> int:
-        if player not in self._balances:
-            self._balances[player] = initial_balance
+        record = self._players.get(player)
+        if record is None:
+            ttl = None if guest_ttl_ms is None else max(guest_ttl_ms, 0)
+            record = self._players[player] = _Player(initial_balance, ttl)
             self._issued += initial_balance
-        return self._balances[player]
+            if ttl is not None:
+                self._guests.add(player)
+        elif record.guest_ttl_ms is not None and guest_ttl_ms is not None:
+            record.guest_ttl_ms = max(guest_ttl_ms, 0)
+        self._seen(record)
+        return record.balance
+
+    def _seen(self, record: _Player) -> None:
+        """A guest was seen: its expiry moves to its TTL from now."""
+        if record.guest_ttl_ms is not None:
+            record.expires_at_ms = self._now_ms() + record.guest_ttl_ms
 
     async def balance(self, player: str) -> int | None:
-        return self._balances.get(player)
+        record = self._players.get(player)
+        return record.balance if record else None
+
+    async def move_money(self, player: str, amount: int, idempotency_key: str) -> Movement:
+        amount = check_movement(amount, idempotency_key)
+        record = self._players.get(player)
+        if record is not None and (first := record.moves.get(idempotency_key)) is not None:
+            return first
+        balance = record.balance if record is not None else 0
+        if balance + amount < 0:
+            raise InsufficientFunds(player, balance, -amount)
+        if balance + amount >= MONEY_LIMIT:
+            raise ValueError(f"a balance of {balance} + {amount} would pass 2**53")
+        if record is None:
+            record = self._players[player] = _Player(0)
+        record.balance += amount
+        if amount > 0:
+            self._operator_in += amount
+        else:
+            self._operator_out -= amount
+        movement = Movement(player, amount, idempotency_key, record.balance, self._now_ms())
+        record.movements.appendleft(movement)
+        record.moves[idempotency_key] = movement
+        while len(record.moves) > IDEMPOTENCY_KEYS_KEPT:
+            record.moves.popitem(last=False)
+        return movement
+
+    async def movements(self, player: str, limit: int = MOVEMENTS_KEPT) -> list[Movement]:
+        record = self._players.get(player)
+        return list(record.movements)[: max(limit, 0)] if record else []
+
+    async def expire_guests(self, now_ms: int | None = None) -> int:
+        now = self._now_ms() if now_ms is None else now_ms
+        gone = [
+            name
+            for name in self._guests
+            if (record := self._players[name]).expires_at_ms <= now and record.in_play == 0
+        ]
+        for name in gone:
+            self._guests.discard(name)
+            self._expired += self._players.pop(name).balance
+        return len(gone)
+
+    async def history(
+        self, player: str, table_id: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        record = self._players.get(player)
+        if record is None or limit <= 0:
+            return []
+        found = [r for r in record.history if table_id is None or r["table"] == table_id]
+        return found[:limit]
 
     async def place_bet(
         self,
@@ -177,12 +271,15 @@ class MemoryStore(Store):
             return table.rounds[held].receipts[key]
         verify_bet_window(table.header, round_no, self._now_ms())
         spot_ = parse_spot(spot)
-        balance = self._balances.get(player, 0)
+        player_record = self._players.get(player)
+        balance = player_record.balance if player_record else 0
         record = self._round(table, table.header.round)
         on_spot = record.stakes.get((player, spot_), 0)
         verify_bet(table.rules.limits, spot_, amount, on_spot, balance)
-        assert isinstance(amount, int)
-        self._balances[player] = balance - amount
+        assert isinstance(amount, int) and player_record is not None  # balance >= amount > 0
+        player_record.balance -= amount
+        player_record.in_play += amount
+        self._seen(player_record)
         self._in_play += amount
         placed = Bet(bet_id, player, spot_, amount)
         record.bets.append(placed)
@@ -213,6 +310,7 @@ class MemoryStore(Store):
         state: TableState,
         events: list[Payload],
         payouts: list[Payout] | None = None,
+        summary: RoundSummary | None = None,
     ) -> list[Event]:
         table = self._table(table_id)
         if table.lease is None or table.lease.token != fence:
@@ -221,21 +319,36 @@ class MemoryStore(Store):
             raise StaleWrite(f"version {expected_version} is stale; at {table.header.version}")
         table.blob, table.header = state_to_bytes(state), _header(state)
         if payouts:
-            self._credit(table, state, payouts)
+            self._credit(table, state, payouts, summary)
         return self._append(table, events)
 
-    def _credit(self, table: _Table, state: TableState, payouts: list[Payout]) -> None:
+    def _credit(
+        self,
+        table: _Table,
+        state: TableState,
+        payouts: list[Payout],
+        summary: RoundSummary | None,
+    ) -> None:
         by_player: dict[str, list[Payout]] = {}
         for payout in payouts:
             by_player.setdefault(payout.player, []).append(payout)
-            self._balances[payout.player] = self._balances.get(payout.player, 0) + payout.credit
-            self._in_play -= payout.amount
-            self._house += payout.amount - payout.credit
         record = self._round(table, state.round)
+        now = self._now_ms()
         for player, mine in by_player.items():
+            credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
+            # A bettor has a record: it cannot expire while its stake is in play.
+            wallet = self._players.setdefault(player, _Player(0))
+            wallet.balance += credit
+            wallet.in_play = max(wallet.in_play - staked, 0)
+            self._in_play -= staked
+            self._house += staked - credit
             record.settlements[player] = Settlement(
-                state.table_id, state.round, [p.to_dict() for p in mine], self._balances[player]
+                state.table_id, state.round, [p.to_dict() for p in mine], wallet.balance
             )
+            body = record_body(state.table_id, state.round, mine, summary)
+            wallet.history.appendleft(history_record(body, now, wallet.balance))
+            while len(wallet.history) > self._recall_rounds:
+                wallet.history.pop()
 
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
         record = self._table(table_id).rounds.get(round_no)
@@ -344,4 +457,12 @@ class MemoryStore(Store):
         return self._now_ms()
 
     async def ledger(self) -> Ledger:
-        return Ledger(self._issued, sum(self._balances.values()), self._in_play, self._house)
+        return Ledger(
+            self._issued,
+            sum(record.balance for record in self._players.values()),
+            self._in_play,
+            self._house,
+            self._operator_in,
+            self._operator_out,
+            self._expired,
+        )

@@ -38,6 +38,7 @@ from server.core.bets import (
 )
 from server.core.errors import BetRejected, RejectCode
 from server.core.events import Payload
+from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import Phase, TableState
 from server.store.base import (
@@ -64,6 +65,16 @@ from server.store.codec import (
     state_to_bytes,
     unpackb,
 )
+from server.store.recall import history_record, record_body
+from server.store.wallet import (
+    DEFAULT_RECALL_ROUNDS,
+    IDEMPOTENCY_KEYS_KEPT,
+    MONEY_LIMIT,
+    MOVEMENTS_KEPT,
+    InsufficientFunds,
+    Movement,
+    check_movement,
+)
 
 __all__ = ["RedisStore"]
 
@@ -77,8 +88,11 @@ _SCRIPTS = (
     "lease",
     "snapshot",
     "reset_epoch",
+    "move_money",
+    "expire_guests",
 )
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
+EXPIRE_BATCH = 500  # guests one expire_guests script looks at: a short script, many if needed
 
 
 def _script_text(name: str) -> str:
@@ -152,6 +166,7 @@ class RedisStore(Store):
         *,
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
+        recall_rounds: int = DEFAULT_RECALL_ROUNDS,
         key_prefix: str = "bac",
         timeout_s: float = 5.0,
         retries: int = 3,
@@ -159,6 +174,7 @@ class RedisStore(Store):
     ) -> None:
         self._url = url
         self._history = (max(history_events, 1), max(history_rounds, 1))
+        self._recall_rounds = max(recall_rounds, 1)
         self._prefix = key_prefix
         self._timeout_s = timeout_s
         self._retries = retries
@@ -175,10 +191,15 @@ class RedisStore(Store):
         *,
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
+        recall_rounds: int = DEFAULT_RECALL_ROUNDS,
         key_prefix: str = "bac",
     ) -> RedisStore:
         return cls(
-            url, history_events=history_events, history_rounds=history_rounds, key_prefix=key_prefix
+            url,
+            history_events=history_events,
+            history_rounds=history_rounds,
+            recall_rounds=recall_rounds,
+            key_prefix=key_prefix,
         )
 
     @property
@@ -221,6 +242,11 @@ class RedisStore(Store):
     @property
     def _ledger_key(self) -> str:
         return f"{self._prefix}:ledger"
+
+    @property
+    def _guest_keys(self) -> list[str]:
+        """The guests' expiries (zset, by the store's clock) and their TTLs (hash)."""
+        return [f"{self._prefix}:guests", f"{self._prefix}:guest_ttl"]
 
     async def _run(self, name: str, keys: Sequence[str], args: Sequence[object]) -> Any:
         with _reachable():
@@ -296,8 +322,60 @@ class RedisStore(Store):
     async def ensure_player(
         self, player: str, initial_balance: int, guest_ttl_ms: int | None = None
     ) -> int:
-        keys = [self._player_key(player, "balance"), self._ledger_key]
-        return int(await self._run("ensure_player", keys, [initial_balance]))
+        keys = [self._player_key(player, "balance"), self._ledger_key, *self._guest_keys]
+        ttl = "" if guest_ttl_ms is None else max(int(guest_ttl_ms), 0)
+        return int(await self._run("ensure_player", keys, [initial_balance, ttl, player]))
+
+    async def move_money(self, player: str, amount: int, idempotency_key: str) -> Movement:
+        amount = check_movement(amount, idempotency_key)
+        keys = [
+            *(self._player_key(player, kind) for kind in ("balance", "movements", "moves")),
+            self._player_key(player, "move_keys"),
+            self._ledger_key,
+        ]
+        args = [player, amount, idempotency_key, MOVEMENTS_KEPT, IDEMPOTENCY_KEYS_KEPT]
+        reply = await self._run("move_money", keys, [*args, MONEY_LIMIT])
+        code = reply[0].decode()
+        if code == "FUNDS":
+            raise InsufficientFunds(player, int(reply[1]), -amount)
+        if code == "LIMIT":
+            raise ValueError(f"a balance of {int(reply[1])} + {amount} would pass 2**53")
+        return Movement(*unpackb(reply[1]))
+
+    async def movements(self, player: str, limit: int = MOVEMENTS_KEPT) -> list[Movement]:
+        if limit <= 0:
+            return []
+        with _reachable():
+            raw = await self._redis.lrange(self._player_key(player, "movements"), 0, limit - 1)
+        return [Movement(*unpackb(_bytes(item))) for item in raw]
+
+    async def expire_guests(self, now_ms: int | None = None) -> int:
+        now = await self.now_ms() if now_ms is None else now_ms
+        keys = [*self._guest_keys, self._ledger_key]
+        removed = offset = 0
+        while True:  # a batch per script, so no one script holds Redis long
+            gone, looked_at, skipped = await self._run(
+                "expire_guests", keys, [now, offset, EXPIRE_BATCH, self._prefix]
+            )
+            removed, offset = removed + gone, offset + skipped  # skip those with bets in play
+            if looked_at < EXPIRE_BATCH:
+                return int(removed)
+
+    async def history(
+        self, player: str, table_id: str | None = None, limit: int = 20
+    ) -> list[dict[str, Any]]:
+        if limit <= 0:
+            return []
+        # Filtering by table reads every record kept (at most recall_rounds, small).
+        last = limit - 1 if table_id is None else -1
+        with _reachable():
+            raw = await self._redis.lrange(self._player_key(player, "history"), 0, last)
+        records = []
+        for item in raw:
+            time_ms, balance_after, body = unpackb(_bytes(item))
+            if table_id is None or body["table"] == table_id:
+                records.append(history_record(body, time_ms, balance_after))
+        return records[:limit]
 
     async def balance(self, player: str) -> int | None:
         with _reachable():
@@ -322,7 +400,10 @@ class RedisStore(Store):
         keys = self._table_keys(table_id)
         reply = await self._run(
             "place_bet",
-            [keys.state, keys.rounds, self._player_key(player, "balance"), self._ledger_key],
+            [
+                *(keys.state, keys.rounds, self._player_key(player, "balance"), self._ledger_key),
+                *(self._player_key(player, "in_play"), *self._guest_keys),
+            ],
             [
                 *(table_id, keys.prefix, self._history[1], player, bet_id, _round_arg(round_no)),
                 *(spot_name, str(amount) if whole else ""),
@@ -382,19 +463,22 @@ class RedisStore(Store):
         state: TableState,
         events: list[Payload],
         payouts: list[Payout] | None = None,
+        summary: RoundSummary | None = None,
     ) -> list[Event]:
         keys = self._table_keys(table_id)
         args: list[object] = [table_id, keys.prefix, *self._history, fence, expected_version]
         args += [state_to_bytes(state), state.phase.value, state.round, state.closes_at_ms]
-        args += [state.version, state.shoe_number, len(events)]
+        args += [state.version, state.shoe_number, self._recall_rounds, len(events)]
         for payload in events:
             args += payload_pairs(payload)
-        balances = []
+        players = []
         for player, mine in _by_player(payouts or []).items():
             credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
             args += [player, credit, -staked, staked - credit, packb([p.to_dict() for p in mine])]
-            balances.append(self._player_key(player, "balance"))
-        script_keys = [keys.state, keys.stream, keys.rounds, self._ledger_key, *balances]
+            args.append(packb(record_body(table_id, state.round, mine, summary)))
+            players += [self._player_key(player, kind) for kind in ("balance", "in_play")]
+            players.append(self._player_key(player, "history"))
+        script_keys = [keys.state, keys.stream, keys.rounds, self._ledger_key, *players]
         reply = await self._run("commit", script_keys, args)
         code = reply[0].decode()
         if code == "UNKNOWN_TABLE":
@@ -538,12 +622,10 @@ class RedisStore(Store):
         return seconds * 1000 + micros // 1000
 
     async def ledger(self) -> Ledger:
+        fields = ("issued", "balances", "in_play", "house", "operator_in", "operator_out")
         with _reachable():
-            raw = await self._redis.hmget(
-                self._ledger_key, "issued", "balances", "in_play", "house"
-            )
-        issued, balances, in_play, house = (int(value or 0) for value in raw)
-        return Ledger(issued, balances, in_play, house)
+            raw = await self._redis.hmget(self._ledger_key, [*fields, "expired"])
+        return Ledger(*(int(value or 0) for value in raw))
 
     async def close(self) -> None:
         await self._redis.aclose()

@@ -21,13 +21,20 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_RECALL_ROUNDS",
+    "IDEMPOTENCY_KEYS_KEPT",
+    "MONEY_LIMIT",
+    "MOVEMENTS_KEPT",
     "InsufficientFunds",
     "Movement",
     "Wallet",
+    "check_movement",
 ]
 
 DEFAULT_RECALL_ROUNDS = 100  # game-recall records kept per player (regulators ask for >= 10)
 MOVEMENTS_KEPT = 100  # operator movements kept per player
+IDEMPOTENCY_KEYS_KEPT = 1_000  # a player's latest operator keys that still dedupe a retry
+# Amounts and balances stay below this: the Redis engine's Lua counts in doubles.
+MONEY_LIMIT = 2**53
 
 
 class InsufficientFunds(Exception):
@@ -59,6 +66,15 @@ class Movement:
         }
 
 
+def check_movement(amount: object, idempotency_key: object) -> int:
+    """The amount of a valid operator movement; ValueError for a bad one (the HTTP API's 400)."""
+    if type(amount) is not int or amount == 0 or not -MONEY_LIMIT < amount < MONEY_LIMIT:
+        raise ValueError(f"amount must be a non-zero whole number below 2**53, not {amount!r}")
+    if not isinstance(idempotency_key, str) or not idempotency_key:
+        raise ValueError("idempotency_key must be a non-empty string")
+    return amount
+
+
 class Wallet(abc.ABC):
     """One balance per player, shared by every connection, tab, table and node."""
 
@@ -67,32 +83,42 @@ class Wallet(abc.ABC):
         self, player: str, initial_balance: int, guest_ttl_ms: int | None = None
     ) -> int:
         """Create the player with `initial_balance` if new (counted as issued) and return the
-        balance. A guest (`guest_ttl_ms` set) expires after that long without being seen;
-        every call (and every bet) refreshes it."""
+        balance. A player created with `guest_ttl_ms` is a guest: forgotten by expire_guests
+        once that long passed, by the store's clock, without it being seen. Every call for a
+        guest (and every bet it places) is a sighting and pushes its expiry back, by the TTL
+        given (which then becomes its TTL) or else by its own. A player created without a TTL
+        is never a guest and never expires, whatever later calls pass."""
 
     @abc.abstractmethod
     async def balance(self, player: str) -> int | None: ...
 
+    @abc.abstractmethod
     async def move_money(self, player: str, amount: int, idempotency_key: str) -> Movement:
-        """An operator credit (`amount` > 0) or debit (< 0). The same key for the same player
-        returns the first Movement and moves nothing. A player not seen before is created with
-        balance 0 first. InsufficientFunds for a debit beyond the balance."""
-        raise NotImplementedError
+        """An operator credit (`amount` > 0) or debit (< 0), counted in the ledger as
+        operator_in / operator_out. The same key for the same player returns the first
+        Movement and moves nothing, while the key is among the player's last
+        IDEMPOTENCY_KEYS_KEPT. A player not seen before is created with balance 0 first (not a
+        guest). InsufficientFunds for a debit beyond the balance (nothing moves, the key is
+        not used up); ValueError for a bad amount or key (see check_movement) or a credit
+        that would take the balance to MONEY_LIMIT."""
 
+    @abc.abstractmethod
     async def movements(self, player: str, limit: int = MOVEMENTS_KEPT) -> list[Movement]:
-        """The player's latest operator movements, newest first."""
-        raise NotImplementedError
+        """The player's latest operator movements, newest first (the last MOVEMENTS_KEPT)."""
 
-    async def expire_guests(self) -> int:
+    @abc.abstractmethod
+    async def expire_guests(self, now_ms: int | None = None) -> int:
         """Forget guests idle past their TTL with nothing in play; their balance leaves the
-        ledger as `expired`. Returns how many were removed. Safe to run on every node."""
-        raise NotImplementedError
+        ledger as `expired` and every record of theirs (balance, movements, history) goes.
+        Returns how many were removed. Safe to run on every node at once. `now_ms` (default:
+        the store's clock) lets a test judge expiry at a later time instead of waiting."""
 
+    @abc.abstractmethod
     async def history(
         self, player: str, table_id: str | None = None, limit: int = 20
     ) -> list[dict[str, Any]]:
         """Game recall: the player's latest settled or voided rounds, newest first (only this
-        table's if given). Each record: table, round, time (ms), bets [{bet_id, spot,
-        amount}], cards [{hand, rank, suit}] in deal order, player_total, banker_total,
-        winner (None when voided), natural, payouts, balance_after."""
-        raise NotImplementedError
+        table's if given), at most `limit`, from the last `recall_rounds` the store keeps.
+        Each record: table, round, time (the store's clock, ms), bets [{bet_id, spot,
+        amount}], cards [{hand, rank, suit}] in deal order, player_total, banker_total, winner,
+        natural (the last four None when voided), payouts, balance_after."""

@@ -94,6 +94,10 @@ async def _assert_round_one_refunded_once(store: Store) -> None:
         settlement = await store.settlement(TABLE, 1, player)
         assert settlement is not None and settlement.balance == balance
         assert {p["outcome"] for p in settlement.payouts} == {"push"}
+        # Game recall: restarted from its bare state, the round has no cards to show.
+        [record] = await store.history(player)
+        assert (record["round"], record["cards"], record["winner"]) == (1, [], None)
+        assert record["payouts"] == settlement.payouts and record["balance_after"] == balance
     ledger = await store.ledger()
     assert ledger.balanced and ledger.in_play == 0 and ledger.house == 0
     # The next round starts a new shoe.

@@ -171,6 +171,36 @@ async def test_settlement_credits_the_cores_payouts() -> None:
     assert (await store.ledger()).balanced
 
 
+async def test_settlement_writes_each_bettors_recall_from_the_coup() -> None:
+    """The loop passes the round's summary with the payouts: each bettor's history record has
+    the cards as dealt (card events), the result and the balance after."""
+    clock = ManualClock()
+    store = await _store(clock)
+    await store.ensure_player("alice", START_BALANCE)
+    await store.ensure_player("bob", START_BALANCE)
+    async with _running(_loop(store, clock, "a")):
+        state = await _state(store)
+        await store.place_bet(TABLE, "alice", state.round, "a1", "banker", 5_000)
+        settled = await _advance_until(clock, store, lambda s: s.phase is Phase.SETTLED)
+    events = [e for e in await _events(store) if e["round"] == settled.round]
+    cards = [
+        {"hand": e["hand"], "rank": e["rank"], "suit": e["suit"]}
+        for e in events
+        if e["kind"] == "card"
+    ]
+    result = next(e for e in events if e["kind"] == "round_result")
+    [record] = await store.history("alice")
+    assert record["cards"] == cards and len(cards) == coup_of(settled).cards_used
+    assert (record["winner"], record["natural"]) == (result["winner"], result["natural"])
+    assert (record["player_total"], record["banker_total"]) == (
+        result["player_total"],
+        result["banker_total"],
+    )
+    assert record["time"] == next(e["ts"] for e in events if e["kind"] == "round_settled")
+    assert record["balance_after"] == await store.balance("alice")
+    assert await store.history("bob") == []  # bob did not bet
+
+
 async def test_second_node_waits_while_the_first_holds_the_lease() -> None:
     """A live owner keeps the table: the other node never owns it nor writes to it."""
     clock = ManualClock()
@@ -317,6 +347,8 @@ async def test_round_the_shoe_cannot_finish_is_voided_and_refunded_once() -> Non
     assert voided[0]["round"] == opened.round
     assert voided[0]["refunded"] == 6_000
     assert await store.balance("p") == START_BALANCE
+    [record] = await store.history("p")  # not a card was dealt, and there is no result
+    assert (record["round"], record["cards"], record["winner"]) == (opened.round, [], None)
     assert (await store.ledger()).balanced
     assert not [e for e in events if e["kind"] == "round_settled" and e["round"] == opened.round]
     reopened = [e for e in events if e["kind"] == "shoe_shuffled"]

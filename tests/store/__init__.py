@@ -9,6 +9,7 @@ import random
 from collections.abc import AsyncIterator
 
 from server.core.bets import Payout, Spot, SpotLimit, TableLimits
+from server.core.recall import round_summary
 from server.core.rules import TableRules
 from server.core.table import (
     TableState,
@@ -78,6 +79,9 @@ class Owner:
     async def apply(
         self, transition: Transition, payouts: list[Payout] | None = None
     ) -> list[Event]:
+        """Commit the transition; a settling or voiding one with its round's summary, as the
+        table loop does."""
+        summary = round_summary(transition.state) if payouts is not None else None
         events = await self.store.commit(
             self.table_id,
             self.fence,
@@ -85,6 +89,7 @@ class Owner:
             transition.state,
             transition.events,
             payouts,
+            summary,
         )
         self.state = transition.state
         return events

@@ -16,6 +16,7 @@ import pytest
 from server.store.base import DEFAULT_HISTORY_EVENTS, DEFAULT_HISTORY_ROUNDS, Store
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
+from server.store.wallet import DEFAULT_RECALL_ROUNDS
 from tests.redis_server import delete_keys
 from tests.store import RULES, TABLE, ManualClock
 
@@ -44,17 +45,20 @@ async def make_store(
     prefixes: list[str] = []
 
     async def make(
-        history_events: int = DEFAULT_HISTORY_EVENTS, history_rounds: int = DEFAULT_HISTORY_ROUNDS
+        history_events: int = DEFAULT_HISTORY_EVENTS,
+        history_rounds: int = DEFAULT_HISTORY_ROUNDS,
+        recall_rounds: int = DEFAULT_RECALL_ROUNDS,
     ) -> Store:
         store: Store
         if engine == "memory":
-            store = MemoryStore(clock, history_events, history_rounds)
+            store = MemoryStore(clock, history_events, history_rounds, recall_rounds)
         else:
             prefixes.append(f"test-{uuid.uuid4().hex[:12]}")
             store = RedisStore.from_url(
                 url,
                 history_events=history_events,
                 history_rounds=history_rounds,
+                recall_rounds=recall_rounds,
                 key_prefix=prefixes[-1],
             )
         made.append(store)

@@ -65,3 +65,19 @@ async def test_a_bet_never_reads_through_the_rounds_bets() -> None:
         {"player": 10_000, "banker": 10_000, "tie": 10_000}, 100, 300
     )
     assert (await store.ledger()).balanced
+
+
+async def test_a_thousand_guest_visits_leave_no_player_behind() -> None:
+    """Guests that expired leave no record: the engine holds the players that stay, only."""
+    clock = ManualClock()
+    store = MemoryStore(clock)
+    await store.ensure_player("stays", 1_000)
+    for i in range(1_000):
+        await store.ensure_player(f"guest-{i}", 1_000_000, guest_ttl_ms=5)
+        if i % 100 == 0:
+            await store.move_money(f"guest-{i}", 500, f"k-{i}")
+    assert len(store._players) == 1_001
+    clock.now_ms += 5
+    assert await store.expire_guests() == 1_000
+    assert list(store._players) == ["stays"]
+    assert (await store.ledger()).balanced

@@ -72,7 +72,8 @@ async def test_keys_of_a_table_share_one_hash_tag(table: Store, raw: Redis) -> N
     assert len({key_slot(k.encode()) for k in table_keys}) == 1
     for player in ("alice", "bob"):
         mine = [k for k in player_keys if f"{{p:{player}}}" in k]
-        assert mine == [f"{prefix}:{{p:{player}}}:balance"]  # receipts live with the round
+        # receipts live with the round; nothing is left in play once it is settled
+        assert mine == [f"{prefix}:{{p:{player}}}:{kind}" for kind in ("balance", "history")]
     assert sorted(set(keys) - set(table_keys) - set(player_keys)) == [
         f"{prefix}:ledger",
         f"{prefix}:tables",
@@ -198,3 +199,83 @@ async def test_a_forgotten_round_leaves_no_key(make_store: StoreFactory, raw: Re
     index = await raw.hgetall(prefix + "receipt_rounds")
     assert sorted(index.values()) == [b"2", b"3"]
     assert sorted(index) == [b"5:alice:a2", b"5:alice:a3"]
+
+
+# --- players: guests, movements, history ---------------------------------------------------
+
+
+async def _footprint(raw: Redis, store: Store) -> tuple[list[str], int, list[bytes]]:
+    """The store's keys, the bytes Redis says they take (MEMORY USAGE) but the ledger's, and
+    the ledger's fields (its counters' values only grow in digits, never in number)."""
+    keys = await keys_of(raw, store)
+    ledger = f"{prefix_of(store)}:ledger"
+    sizes = [await raw.memory_usage(key, samples=0) or 0 for key in keys if key != ledger]
+    return keys, sum(sizes), sorted(await raw.hkeys(ledger))
+
+
+async def test_a_thousand_guest_visits_leave_redis_no_bigger(table: Store, raw: Redis) -> None:
+    """1,000 connect/disconnect cycles (a guest each, some with operator money) leave the same
+    keys taking no more memory once the guests expired, and the ledger balanced."""
+    store = table  # a table and two players that stay
+    await store.ensure_player("warm-up", 1_000, guest_ttl_ms=1)  # the ledger's fields exist
+    await store.move_money("warm-up", 1, "k")
+    assert await store.expire_guests(now_ms=await store.now_ms() + 10) == 1
+    before, db_before = await _footprint(raw, store), await raw.dbsize()
+    for i in range(1_000):
+        await store.ensure_player(f"guest-{i}", 1_000_000, guest_ttl_ms=5)
+        if i % 100 == 0:
+            await store.move_money(f"guest-{i}", 500, f"k-{i}")
+    assert len(await keys_of(raw, store)) > 1_000  # a balance each while they were around
+    assert await store.expire_guests(now_ms=await store.now_ms() + 10) == 1_000
+    keys, size, ledger_fields = await _footprint(raw, store)
+    assert keys == before[0] and ledger_fields == before[2]
+    assert size <= before[1]
+    assert await raw.dbsize() == db_before
+    ledger = await store.ledger()
+    assert ledger.balanced and ledger.balances == 15_000  # alice's and bob's
+    assert ledger.expired == ledger.issued - 15_000 + ledger.operator_in - ledger.operator_out
+
+
+async def test_guest_and_wallet_keys(table: Store, raw: Redis) -> None:
+    """A player's keys share {p:<player>}; guests are one sorted set of expiries and one hash
+    of TTLs; a stake in play has a key only while it is in play; expiry deletes them all."""
+    prefix = prefix_of(table)
+    owner = await Owner(table).start()
+    await owner.open()
+    await table.ensure_player("g", 1_000, guest_ttl_ms=60_000)
+    await bet(table, "g", 100)
+    await table.move_money("g", 5, "k-1")
+    mine = [k for k in await keys_of(raw, table) if "{p:g}" in k]
+    assert mine == [f"{prefix}:{{p:g}}:{kind}" for kind in sorted(KINDS_WHILE_PLAYING)]
+    assert len({key_slot(k.encode()) for k in mine}) == 1
+    expiry = await raw.zscore(f"{prefix}:guests", "g")
+    assert expiry is not None and expiry > await table.now_ms()
+    assert await raw.hget(f"{prefix}:guest_ttl", "g") == b"60000"
+    await owner.finish()
+    assert await raw.exists(f"{prefix}:{{p:g}}:in_play") == 0
+    assert await table.expire_guests(now_ms=int(expiry)) == 1
+    assert [k for k in await keys_of(raw, table) if "{p:g}" in k] == []
+    assert await raw.exists(f"{prefix}:guests", f"{prefix}:guest_ttl") == 0
+
+
+KINDS_WHILE_PLAYING = ("balance", "in_play", "movements", "moves", "move_keys")
+
+
+async def test_a_sweep_goes_past_guests_with_stakes_in_play(
+    table: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guests kept for a stake in play do not stop a sweep: it pages past them, batch by
+    batch, and removes every other due guest."""
+    monkeypatch.setattr("server.store.redis.EXPIRE_BATCH", 2)
+    owner = await Owner(table).start()
+    await owner.open()
+    for i in range(3):  # due first, and playing
+        await table.ensure_player(f"playing-{i}", 1_000, guest_ttl_ms=1)
+        await bet(table, f"playing-{i}", 100)
+    for i in range(5):
+        await table.ensure_player(f"idle-{i}", 1_000, guest_ttl_ms=2)
+    later = await table.now_ms() + 1_000
+    assert await table.expire_guests(now_ms=later) == 5
+    await owner.finish()
+    assert await table.expire_guests(now_ms=later) == 3
+    assert (await table.ledger()).balanced

@@ -2,7 +2,7 @@
 -- Its cost does not grow with the bets already placed: the limits read the player's running
 -- stake on the spot, and the round's totals are running counters. It appends no event: the
 -- table's owner publishes the totals (bet_totals), so nobody sees who bet what.
--- KEYS: state, rounds, balance, ledger.
+-- KEYS: 1 state, 2 rounds, 3 balance, 4 ledger, 5 the player's in_play, 6 guests, 7 guest_ttl.
 -- ARGV: 1 id, 2 prefix, 3 keep_rounds, 4 player, 5 bet_id,
 --       6 round ('' if not a whole number), 7 spot ('' if unknown),
 --       8 amount ('' unless a positive int).
@@ -48,6 +48,11 @@ archive_round(t) -- normally done by round_opened; makes sure this round is forg
 local after = redis.call('DECRBY', KEYS[3], ARGV[8])
 redis.call('HINCRBY', KEYS[4], 'balances', int(-amount))
 redis.call('HINCRBY', KEYS[4], 'in_play', ARGV[8])
+redis.call('INCRBY', KEYS[5], ARGV[8]) -- the player's stake in play: a guest keeps till settled
+local guest_ttl = redis.call('HGET', KEYS[7], player)
+if guest_ttl then
+  redis.call('ZADD', KEYS[6], int(ts + tonumber(guest_ttl)), player) -- a bet is a sighting
+end
 local record = cmsgpack.pack({bet_id, player, spot, amount})
 redis.call('RPUSH', prefix .. 'bets:' .. round, record)
 redis.call('RPUSH', prefix .. 'mine:' .. round .. ':' .. player, record) -- for snapshots

@@ -1,0 +1,36 @@
+-- An operator's credit (amount > 0) or debit (< 0), idempotent per (player, key).
+-- KEYS: balance, movements (list, newest first), moves (hash: key -> movement),
+--       move_keys (list: keys, oldest first), ledger.
+-- ARGV: 1 player, 2 amount, 3 idempotency key, 4 movements kept, 5 keys kept,
+--       6 the money limit (2**53).
+-- Replies: {'OK', movement} (the first one again for a key already used), or
+--          {'FUNDS', balance} / {'LIMIT', balance} and nothing moved.
+local first = redis.call('HGET', KEYS[3], ARGV[3])
+if first then
+  return {'OK', first}
+end
+local amount = tonumber(ARGV[2])
+local balance = tonumber(redis.call('GET', KEYS[1]) or '0')
+if balance + amount < 0 then
+  return {'FUNDS', int(balance)}
+end
+if balance + amount >= tonumber(ARGV[6]) then
+  return {'LIMIT', int(balance)}
+end
+-- A player not seen before starts at 0, not issued anything, and is no guest.
+local after = redis.call('INCRBY', KEYS[1], ARGV[2])
+redis.call('HINCRBY', KEYS[5], 'balances', ARGV[2])
+if amount > 0 then
+  redis.call('HINCRBY', KEYS[5], 'operator_in', ARGV[2])
+else
+  redis.call('HINCRBY', KEYS[5], 'operator_out', int(-amount))
+end
+local movement = cmsgpack.pack({ARGV[1], amount, ARGV[3], after, now_ms()})
+redis.call('LPUSH', KEYS[2], movement)
+redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[4]) - 1)
+redis.call('HSET', KEYS[3], ARGV[3], movement)
+redis.call('RPUSH', KEYS[4], ARGV[3])
+while redis.call('LLEN', KEYS[4]) > tonumber(ARGV[5]) do
+  redis.call('HDEL', KEYS[3], redis.call('LPOP', KEYS[4]))
+end
+return {'OK', movement}
