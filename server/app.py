@@ -12,6 +12,7 @@ import logging
 import re
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from websockets.asyncio.server import Server
 
 from server.config import Settings
 from server.core.rules import PRESETS, TableRules, rules_preset
+from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
 from server.runtime.table_loop import TableLoop, Timings
 from server.store.base import Store, StoreUnavailable
@@ -88,7 +90,8 @@ class Node:
             next_round_pause=settings.next_round_pause,
             lease_ttl=settings.lease_ttl,
         )
-        self.hub = Hub(self.store, push_settlement)
+        self.metrics = Metrics()  # this node's own registry: tests run several nodes per process
+        self.hub = Hub(self.store, push_settlement, self.metrics)
         self.loops = [
             TableLoop(
                 self.store,
@@ -98,6 +101,7 @@ class Node:
                 self.clock,
                 self.timings,
                 on_commit=self.hub.offer,
+                metrics=self.metrics,
             )
             for table_id, rules in self.tables.items()
         ]
@@ -108,7 +112,9 @@ class Node:
             self.node_id,
             demo_balance=settings.demo_balance,
             max_buffer_bytes=settings.max_buffer_bytes,
+            metrics=self.metrics,
         )
+        self.metrics.watch_connections(self._connection_counts)
         self.server: Server | None = None
         self.draining = False
         self._loop_tasks: list[asyncio.Task[None]] = []
@@ -125,7 +131,7 @@ class Node:
             await self.store.create_table(table_id, rules)
         static = Path(self.settings.static_dir)
         static_dir = static if static.is_dir() else None  # noqa: ASYNC240 - once at start-up
-        routes = HttpRoutes(self.status, static_dir, self._healthy)
+        routes = HttpRoutes(self.status, static_dir, self._healthy, self.metrics.render)
         self.server = await start_server(
             self.ctx, self.settings.host, self.settings.port, routes, self.settings.max_frame_bytes
         )
@@ -142,6 +148,10 @@ class Node:
 
     def _healthy(self) -> bool:
         return not self.draining
+
+    def _connection_counts(self) -> Counter[tuple[str, str]]:
+        # Every connection is a guest player until issue 8 brings roles.
+        return Counter(("player", s.encoding.name.lower()) for s in self.ctx.sessions)
 
     async def status(self) -> dict[str, Any]:
         owned = []

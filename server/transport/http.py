@@ -13,6 +13,8 @@ from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
+from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+
 __all__ = ["HttpRoutes"]
 
 WS_PATH = "/ws"
@@ -41,10 +43,12 @@ class HttpRoutes:
         status: Callable[[], Awaitable[dict[str, Any]]],
         static_dir: Path | None,
         healthy: Callable[[], bool] = lambda: True,
+        metrics: Callable[[], bytes] | None = None,
     ) -> None:
         self.status = status
         self.static_dir = static_dir.resolve() if static_dir else None
         self.healthy = healthy
+        self.metrics = metrics  # the Prometheus text of GET /metrics
 
     async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
         path = request.path.split("?", 1)[0]
@@ -56,6 +60,8 @@ class HttpRoutes:
             return _response(status, b"ok\n" if ok else b"draining\n", "text/plain")
         if path == "/status":
             return json_response(await self.status())
+        if path == "/metrics" and self.metrics is not None:
+            return _response(HTTPStatus.OK, self.metrics(), METRICS_CONTENT_TYPE)
         return self._static(path)
 
     def _static(self, path: str) -> Response:

@@ -17,6 +17,7 @@ from typing import Protocol
 import structlog
 from websockets.asyncio.server import broadcast
 
+from server.metrics import Metrics
 from server.store.base import Event, Store
 from server.wire.codec import Encoding, Frame, encode
 
@@ -88,6 +89,7 @@ class TableFeed:
         for cached in self.recent:
             if cached.event["seq"] > seq:
                 sub.push_frame(cached.frame(sub.encoding))
+                self.hub.metrics.message_out("event")
         self.subscribers[sub.encoding][sub.connection] = sub
         return self.last_seq
 
@@ -110,6 +112,7 @@ class TableFeed:
         for encoding, subs in self.subscribers.items():
             if subs:
                 self._broadcast(subs, cached.frame(encoding))
+        self.hub.metrics.event_written(event["ts"], self.subscriber_count)
         for sub, after in list(self.waiting.items()):
             if after <= seq:
                 del self.waiting[sub]
@@ -129,8 +132,14 @@ class TableFeed:
 
 
 class Hub:
-    def __init__(self, store: Store, send_settlement: Callable[[Subscriber, object], None]):
+    def __init__(
+        self,
+        store: Store,
+        send_settlement: Callable[[Subscriber, object], None],
+        metrics: Metrics | None = None,
+    ):
         self.store = store
+        self.metrics = metrics or Metrics()
         self.feeds: dict[str, TableFeed] = {}
         self._send_settlement = send_settlement
         self._tasks: set[asyncio.Task[None]] = set()
@@ -179,6 +188,7 @@ class Hub:
                 feed.recent.clear()
             except Exception as error:
                 self.log.warning("follower_error", table=feed.table_id, error=str(error))
+                self.metrics.store_error("hub")
                 await asyncio.sleep(0.5)
 
     def offer(self, table_id: str, events: list[Event]) -> None:

@@ -19,6 +19,7 @@ from websockets.exceptions import ConnectionClosed
 from server.core.errors import BetRejected, RejectCode
 from server.core.roads import build_roads
 from server.core.rules import TableRules
+from server.metrics import Metrics
 from server.store.base import Settlement, Store, StoreUnavailable
 from server.transport.hub import Hub, TableFeed
 from server.wire.codec import Encoding, Frame, Undecodable, decode, encode
@@ -51,6 +52,7 @@ class SessionContext:
     node_id: str
     demo_balance: int = 1_000_000
     max_buffer_bytes: int = 1 << 20  # a client this far behind is dropped, not waited for
+    metrics: Metrics = field(default_factory=Metrics)
     sessions: set[Session] = field(default_factory=set)
 
 
@@ -80,6 +82,7 @@ class Session:
             self.ctx.hub.unsubscribe_everywhere(self)
             self.drop_slow()
             return
+        self.ctx.metrics.message_out(message["type"])
         self.push_frame(encode(message, self.encoding))
 
     def over_buffer_limit(self) -> bool:
@@ -92,6 +95,7 @@ class Session:
         if self.dropped:
             return
         self.dropped = True  # stop serving frames it already sent: nobody will read answers
+        self.ctx.metrics.slow_client_dropped()
         self.log.warning("slow_client_dropped")
         # Not ws.close(): its closing handshake first waits for the send buffer to drain,
         # which a stalled client never lets happen. Cut the connection; unsent data is dropped.
@@ -111,6 +115,7 @@ class Session:
         except ConnectionClosed:
             pass
         except StoreUnavailable:
+            self.ctx.metrics.store_error("session")
             await self.ws.close(1011, "store unavailable; reconnect later")
         finally:
             self.ctx.hub.unsubscribe_everywhere(self)
@@ -141,6 +146,7 @@ class Session:
         except ErrorReply as error:
             self.push(error_message(error.code, error.message, ref))
         except StoreUnavailable:
+            self.ctx.metrics.store_error("session")
             self.push(error_message(ErrorCode.UNAVAILABLE, "storage is unavailable; retry", ref))
         except Exception:  # a bug must not take the connection, the table or the node down
             self.log.exception("command_failed")
@@ -150,8 +156,10 @@ class Session:
         return True
 
     async def _dispatch(self, command: Command) -> None:
+        self.ctx.metrics.message_in(type(command).__name__.lower())
         if isinstance(command, Bet):
-            await self._bet(command)
+            with self.ctx.metrics.timing_bet():
+                await self._bet(command)
         elif isinstance(command, Join):
             await self._join(command)
         elif isinstance(command, Leave):
@@ -179,9 +187,11 @@ class Session:
             self._reject(bet, rejected.code, rejected.message)
             return
         except StoreUnavailable:
+            self.ctx.metrics.store_error("session")
             self._reject(bet, RejectCode.UNAVAILABLE, "storage is unavailable; retry later")
             return
         self.push(receipt.to_message())  # first: the bet stands whatever happens below
+        self.ctx.metrics.bet_answered("ACCEPTED")
         try:
             feed = await self.ctx.hub.feed(bet.table)
         except StoreUnavailable:
@@ -190,6 +200,7 @@ class Session:
         feed.bettors.setdefault(receipt.round, set()).add(self)
 
     def _reject(self, bet: Bet, code: RejectCode, message: str) -> None:
+        self.ctx.metrics.bet_answered(code.value)
         self.push(
             {
                 "type": "bet_rejected",
