@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import re
 import signal
 import sys
 from collections import Counter
@@ -25,15 +24,13 @@ from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
 from server.runtime.table_loop import TableLoop, Timings
 from server.store.base import Store, StoreUnavailable
+from server.tables_file import TABLE_ID, read_tables_file
 from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
 from server.transport.server import start_server
 from server.transport.session import SessionContext, close_all, push_settlement
 
-__all__ = ["Node", "configure_logging", "parse_tables", "serve_from_args"]
-
-
-_TABLE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+__all__ = ["Node", "configure_logging", "parse_tables", "serve_from_args", "tables_of"]
 
 
 def parse_tables(spec: str) -> dict[str, TableRules]:
@@ -43,7 +40,7 @@ def parse_tables(spec: str) -> dict[str, TableRules]:
     tables: dict[str, TableRules] = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
         table_id, _, preset = (part.strip() for part in item.partition("="))
-        if not _TABLE_ID.fullmatch(table_id):
+        if not TABLE_ID.fullmatch(table_id):
             raise ValueError(f"table id {table_id!r}: use 1-64 letters, digits, '.', '_' or '-'")
         if table_id in tables:
             raise ValueError(f"table id {table_id!r} is given twice")
@@ -51,6 +48,15 @@ def parse_tables(spec: str) -> dict[str, TableRules]:
     if not tables:
         raise ValueError(f"no tables in {spec!r}")
     return tables
+
+
+def tables_of(settings: Settings) -> dict[str, TableRules]:
+    """The node's tables: from --tables-file when given (then --tables must be empty)."""
+    if not settings.tables_file:
+        return parse_tables(settings.tables)
+    if settings.tables.strip():
+        raise ValueError("give --tables or --tables-file, not both")
+    return read_tables_file(settings.tables_file)
 
 
 def make_store(settings: Settings, clock: Clock) -> Store:
@@ -81,7 +87,7 @@ class Node:
         self.clock = clock or SystemClock()
         self.node_id = settings.resolved_node_id()
         self.store = store or make_store(settings, self.clock)
-        self.tables = parse_tables(settings.tables)
+        self.tables = tables_of(settings)
         self.timings = Timings(
             betting_window=settings.betting_window,
             deal_interval=settings.deal_interval,
@@ -236,7 +242,7 @@ async def _serve(settings: Settings) -> None:
 def serve_from_args(args: argparse.Namespace) -> int:
     """Run `baccarat serve`; a bad setting raises ValueError before anything starts."""
     settings = Settings.from_args(args)
-    parse_tables(settings.tables)
+    tables_of(settings)  # a bad table list or file stops here, in one line
     configure_logging(settings.log_format, settings.log_level)
     try:
         import uvloop  # optional on platforms without it
