@@ -63,3 +63,49 @@ def test_promtool_accepts_the_config(tmp_path: Path) -> None:
     done = _promtool("check", "config", str(tmp_path / "prometheus.yml"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS" in done.stdout and RULES.name in done.stdout
+
+
+RULE_TESTS = """
+rule_files: [{rules}]
+evaluation_interval: 15s
+tests:
+  - interval: 15s
+    input_series:
+      - series: 'baccarat_bets_total{{instance="n1", result="ACCEPTED"}}'
+        values: '0+45x20'
+      - series: 'baccarat_bets_total{{instance="n2", result="LIMIT"}}'
+        values: '0+15x20'
+      - series: 'baccarat_rounds_total{{instance="n1", outcome="banker"}}'
+        values: '0x20'
+      - series: 'up{{job="baccarat", instance="n1"}}'
+        values: '1x20'
+    promql_expr_test:
+      - expr: baccarat:bets_rejected:ratio1m
+        eval_time: 4m
+        exp_samples:
+          - labels: 'baccarat:bets_rejected:ratio1m'
+            value: 0.25
+      - expr: baccarat:bets:rate1m
+        eval_time: 4m
+        exp_samples:
+          - labels: 'baccarat:bets:rate1m{{result="ACCEPTED"}}'
+            value: 3
+          - labels: 'baccarat:bets:rate1m{{result="LIMIT"}}'
+            value: 1
+    alert_rule_test:
+      - alertname: BaccaratTablesNotDealing
+        eval_time: 5m
+        exp_alerts:
+          - exp_labels: {{severity: page}}
+            exp_annotations:
+              summary: "no round settled on any node for 2 minutes"
+"""
+
+
+def test_promtool_unit_tests_of_the_rules(tmp_path: Path) -> None:
+    """On synthetic series the recorded bet rate and rejected share, and the no-rounds alert,
+    come out as intended."""
+    tests = tmp_path / "rules_test.yml"
+    tests.write_text(RULE_TESTS.format(rules=RULES))
+    done = _promtool("test", "rules", str(tests))
+    assert done.returncode == 0, done.stdout + done.stderr
