@@ -45,8 +45,9 @@ _BET_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 
 
 class _Connections(Collector):
-    def __init__(self, counts: Callable[[], ConnectionCounts | None]) -> None:
-        self._counts = counts
+    """The connections gauge, computed when Prometheus scrapes."""
+
+    counts: ConnectionCounts = Counter
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
@@ -54,8 +55,7 @@ class _Connections(Collector):
             "Open WebSocket connections by role and encoding",
             labels=["role", "encoding"],
         )
-        counts = self._counts()
-        for (role, encoding), value in sorted((counts() if counts else Counter()).items()):
+        for (role, encoding), value in sorted(self.counts().items()):
             family.add_metric([role, encoding], value)
         yield family
 
@@ -66,8 +66,8 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         reg = self.registry
-        self._connection_counts: ConnectionCounts | None = None
-        reg.register(_Connections(lambda: self._connection_counts))
+        self._connections = _Connections()
+        reg.register(self._connections)
         ProcessCollector(registry=reg)  # RSS, CPU, open fds of this process
         self.messages_in = PromCounter(
             "baccarat_messages_in", "Client messages handled, by type", ["type"], registry=reg
@@ -131,7 +131,7 @@ class Metrics:
     # --- wiring ---------------------------------------------------------------------------
     def watch_connections(self, counts: ConnectionCounts) -> None:
         """Where the connections gauge reads (role, encoding) counts at each scrape."""
-        self._connection_counts = counts
+        self._connections.counts = counts
 
     def render(self) -> bytes:
         """The registry in Prometheus text format (CONTENT_TYPE)."""
