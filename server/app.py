@@ -10,9 +10,9 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import re
 import signal
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +21,27 @@ from websockets.asyncio.server import Server
 
 from server.config import Settings
 from server.core.rules import PRESETS, TableRules, rules_preset
+from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
 from server.runtime.table_loop import TableLoop, Timings
 from server.store.base import Store, StoreUnavailable
+from server.tables_file import TABLE_ID, read_tables_file
 from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
 from server.transport.limits import RateLimits
 from server.transport.server import Listen, start_server
 from server.transport.session import SessionContext, close_all, push_settlement
 
-__all__ = ["GUEST_SWEEP_INTERVAL", "Node", "configure_logging", "parse_tables", "serve_from_args"]
+__all__ = [
+    "GUEST_SWEEP_INTERVAL",
+    "Node",
+    "configure_logging",
+    "parse_tables",
+    "serve_from_args",
+    "tables_of",
+]
 
 GUEST_SWEEP_INTERVAL = 5.0  # seconds between two expire_guests calls of a node
-
-
-_TABLE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 READY_CHECK_TIMEOUT_S = 1.0  # /readyz: a store slower than this counts as unreachable
 
 
@@ -46,7 +52,7 @@ def parse_tables(spec: str) -> dict[str, TableRules]:
     tables: dict[str, TableRules] = {}
     for item in filter(None, (part.strip() for part in spec.split(","))):
         table_id, _, preset = (part.strip() for part in item.partition("="))
-        if not _TABLE_ID.fullmatch(table_id):
+        if not TABLE_ID.fullmatch(table_id):
             raise ValueError(f"table id {table_id!r}: use 1-64 letters, digits, '.', '_' or '-'")
         if table_id in tables:
             raise ValueError(f"table id {table_id!r} is given twice")
@@ -54,6 +60,15 @@ def parse_tables(spec: str) -> dict[str, TableRules]:
     if not tables:
         raise ValueError(f"no tables in {spec!r}")
     return tables
+
+
+def tables_of(settings: Settings) -> dict[str, TableRules]:
+    """The node's tables: from --tables-file when given (then --tables must be empty)."""
+    if not settings.tables_file:
+        return parse_tables(settings.tables)
+    if settings.tables.strip():
+        raise ValueError("give --tables or --tables-file, not both")
+    return read_tables_file(settings.tables_file)
 
 
 def make_store(settings: Settings, clock: Clock) -> Store:
@@ -86,7 +101,7 @@ class Node:
         self.clock = clock or SystemClock()
         self.node_id = settings.resolved_node_id()
         self.store = store or make_store(settings, self.clock)
-        self.tables = parse_tables(settings.tables)
+        self.tables = tables_of(settings)
         self.timings = Timings(
             betting_window=settings.betting_window,
             deal_interval=settings.deal_interval,
@@ -96,7 +111,8 @@ class Node:
             lease_ttl=settings.lease_ttl,
             totals_interval=settings.totals_interval,
         )
-        self.hub = Hub(self.store, push_settlement)
+        self.metrics = Metrics()  # this node's own registry: tests run several nodes per process
+        self.hub = Hub(self.store, push_settlement, self.metrics)
         self.loops = [
             TableLoop(
                 self.store,
@@ -106,6 +122,7 @@ class Node:
                 self.clock,
                 self.timings,
                 on_commit=self.hub.offer,
+                metrics=self.metrics,
             )
             for table_id, rules in self.tables.items()
         ]
@@ -125,7 +142,9 @@ class Node:
                 max_refusals=settings.max_refusals,
             ),
             max_replay_events=settings.max_replay_events,
+            metrics=self.metrics,
         )
+        self.metrics.watch_connections(self._connection_counts)
         self.server: Server | None = None
         self.draining = False
         self.stopped = False
@@ -144,7 +163,7 @@ class Node:
             await self.store.create_table(table_id, rules)
         static = Path(self.settings.static_dir)
         static_dir = static if static.is_dir() else None  # noqa: ASYNC240 - once at start-up
-        routes = HttpRoutes(self.status, static_dir, self.readiness)
+        routes = HttpRoutes(self.status, static_dir, self.readiness, self.metrics.render)
         listen = Listen(
             self.settings.host,
             self.settings.port,
@@ -206,6 +225,10 @@ class Node:
             else:
                 if removed:
                     self.log.info("guests_expired", count=removed)
+
+    def _connection_counts(self) -> Counter[tuple[str, str]]:
+        # Every connection is a guest player until issue 8 brings roles.
+        return Counter(("player", s.encoding.name.lower()) for s in self.ctx.sessions)
 
     async def status(self) -> dict[str, Any]:
         owned = []
@@ -302,7 +325,7 @@ async def _serve(settings: Settings) -> None:
 def serve_from_args(args: argparse.Namespace) -> int:
     """Run `baccarat serve`; a bad setting raises ValueError before anything starts."""
     settings = Settings.from_args(args)
-    parse_tables(settings.tables)
+    tables_of(settings)  # a bad table list or file stops here, in one line
     configure_logging(settings.log_format, settings.log_level)
     try:
         import uvloop  # optional on platforms without it

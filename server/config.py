@@ -25,6 +25,7 @@ class Settings:
     port: int = 8765
     redis: str = ""  # empty: the in-memory engine
     tables: str = ""  # "id=preset,..." or "preset,..."; empty: one table per preset
+    tables_file: str = ""  # a TOML file of tables and their rules, instead of --tables
     betting_window: float = 15.0
     deal_interval: float = 1.0
     close_pause: float = 1.0
@@ -139,6 +140,7 @@ _HELP = {
     "port": "port to listen on (0 picks a free one)",
     "redis": "redis://HOST:PORT/DB: run on the Redis engine (several nodes share tables)",
     "tables": "tables to run: 'id=preset,...' or 'preset,...' (default: one per preset)",
+    "tables_file": "TOML file of tables and their rules (instead of --tables)",
     "betting_window": "seconds the betting window stays open",
     "deal_interval": "seconds between two cards",
     "close_pause": "seconds from betting closed to the first card",

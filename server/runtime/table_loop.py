@@ -44,6 +44,7 @@ from server.core.table import (
     settle_round,
     void_round,
 )
+from server.metrics import Metrics
 from server.runtime.clock import Clock
 from server.store.base import Event, StaleWrite, StateUnreadable, Store, StoreUnavailable
 
@@ -90,6 +91,7 @@ class TableLoop:
         timings: Timings,
         rng: random.Random | None = None,
         on_commit: Callable[[str, list[Event]], None] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.table_id = table_id
@@ -100,6 +102,7 @@ class TableLoop:
         self.rng = rng or random.SystemRandom()
         # Hands committed events straight to this node's fan-out, ahead of the store's feed.
         self.on_commit = on_commit
+        self.metrics = metrics or Metrics()
         self.token: int | None = None  # the fencing token while this node owns the table
         self.log = structlog.get_logger("table").bind(table=table_id, node=node_id)
         self._published = (0, 0)  # (round, bets) of the last bet_totals committed
@@ -122,14 +125,17 @@ class TableLoop:
                 lease = await self.store.acquire_lease(self.table_id, self.node_id, self._ttl_ms)
                 if lease is not None:
                     self.token = lease.token
+                    self.metrics.lease_acquired(self.table_id)
                     self.log.info("table_owned", token=lease.token)
                     await self._own(lease.token)
             except* TableWedged as stuck:
                 wedged = stuck.exceptions[0]
             except* (LeaseLost, StaleWrite) as lost:
                 self.log.warning("lease_lost", reason=str(lost.exceptions[0]))
+                self.metrics.lease_lost(self.table_id)
             except* StoreUnavailable as down:
                 self.log.warning("store_unavailable", error=str(down.exceptions[0]))
+                self.metrics.store_error("table_loop")
             except* Exception:
                 self.log.exception("table_loop_failed")
             if wedged is not None:
@@ -295,6 +301,7 @@ class TableLoop:
         transition, payouts = settle_round(state, rules, bets)
         await self._commit(token, state, transition, payouts)
         self.log.info("round_settled", round=state.round, bets=len(bets))
+        self.metrics.round_settled(coup_of(state).winner.value)
         await self.clock.sleep(self.timings.next_round_pause)
 
     async def _new_totals(self, state: TableState) -> BetTotals | None:
@@ -309,6 +316,7 @@ class TableLoop:
         transition, refunds = void_round(state, bets, reason)
         await self._commit(token, state, transition, refunds)
         self.log.warning("round_voided", round=state.round, reason=reason, bets=len(bets))
+        self.metrics.round_voided()
 
     async def _commit(
         self,

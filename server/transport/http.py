@@ -21,6 +21,8 @@ from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
+from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+
 __all__ = ["HttpRoutes", "Readiness", "decode_path", "json_response", "text_response"]
 
 WS_PATH = "/ws"
@@ -72,10 +74,12 @@ class HttpRoutes:
         status: Callable[[], Awaitable[dict[str, Any]]],
         static_dir: Path | None,
         readiness: Readiness | None = None,
+        metrics: Callable[[], bytes] | None = None,
     ) -> None:
         self.status = status
         self.static_dir = static_dir.resolve() if static_dir else None
         self.readiness = readiness
+        self.metrics = metrics  # the Prometheus text of GET /metrics
 
     async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
         path = decode_path(request.path)
@@ -89,6 +93,8 @@ class HttpRoutes:
             return await self._ready()
         if path == "/status":
             return json_response(await self.status())
+        if path == "/metrics" and self.metrics is not None:
+            return _response(HTTPStatus.OK, self.metrics(), METRICS_CONTENT_TYPE)
         return self._static(path)
 
     async def _ready(self) -> Response:

@@ -34,6 +34,7 @@ import structlog
 from websockets.asyncio.server import broadcast
 
 from server.core.errors import BetRejected
+from server.metrics import Metrics
 from server.store.base import Event, Store, StoreUnavailable
 from server.wire.codec import Encoding, Frame, encode
 
@@ -157,6 +158,7 @@ class TableFeed:
         for cached in self.recent:
             if cached.event["seq"] > seq:
                 sub.push_frame(cached.frame(sub.encoding))
+                self.hub.metrics.message_out("event")
         self.subscribers[sub.encoding][sub.connection] = sub
         return self.last_seq
 
@@ -191,6 +193,7 @@ class TableFeed:
         for encoding, subs in self.subscribers.items():
             if subs:
                 self._broadcast(subs, cached.frame(encoding))
+        self.hub.metrics.event_written(event["ts"], self.subscriber_count)
         for sub, after in list(self.waiting.items()):
             if after <= seq:
                 del self.waiting[sub]
@@ -262,6 +265,7 @@ class Hub:
         self,
         store: Store,
         send_settlement: Callable[[Subscriber, object], None],
+        metrics: Metrics | None = None,
         *,
         fanout: Fanout = websocket_fanout,
         check_interval: float = CHECK_INTERVAL_S,
@@ -269,6 +273,7 @@ class Hub:
         retry_delay: float = RETRY_DELAY_S,
     ) -> None:
         self.store = store
+        self.metrics = metrics or Metrics()
         self.feeds: dict[str, TableFeed] = {}
         self.fanout = fanout
         self.check_interval = check_interval
@@ -339,6 +344,7 @@ class Hub:
                 behind = True
             except (StoreUnavailable, BetRejected) as error:  # down, or lost the table
                 self.log.warning("follower_error", table=feed.table_id, error=str(error))
+                self.metrics.store_error("hub")
                 failed = True
                 await asyncio.sleep(FOLLOWER_PAUSE_S)
             except Exception:

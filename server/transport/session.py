@@ -23,6 +23,7 @@ from websockets.exceptions import ConnectionClosed
 from server.core.errors import BetRejected, RejectCode
 from server.core.roads import build_roads
 from server.core.rules import TableRules
+from server.metrics import Metrics
 from server.store.base import Settlement, Store, StoreUnavailable
 from server.transport.hub import Hub, TableFeed
 from server.transport.limits import ConnectionLimits, Kind, RateLimits, Verdict
@@ -68,6 +69,7 @@ class SessionContext:
     max_buffer_bytes: int = 1 << 20  # a client this far behind is dropped, not waited for
     limits: RateLimits = field(default_factory=RateLimits)
     max_replay_events: int = 500  # events in one replay answer; the client pages on
+    metrics: Metrics = field(default_factory=Metrics)
     sessions: set[Session] = field(default_factory=set)
     # Failures (bugs) already logged with a traceback: later ones get one line each, so a
     # client repeating the frame that triggers a bug cannot fill the log.
@@ -108,6 +110,7 @@ class Session:
             return
         try:
             self.push_frame(encode(message, self.encoding))
+            self.ctx.metrics.message_out(message["type"])
         except Unencodable as error:  # a bug (client strings are checked at parsing)
             self.log.error("unsendable_message", type=message.get("type"), error=str(error))
             if message.get("type") != "error":
@@ -125,6 +128,7 @@ class Session:
         if self.dropped:
             return
         self.dropped = True  # stop serving frames it already sent: nobody will read answers
+        self.ctx.metrics.slow_client_dropped()
         self.log.warning("slow_client_dropped")
         # Not ws.close(): its closing handshake first waits for the send buffer to drain,
         # which a stalled client never lets happen. Cut the connection; unsent data is dropped.
@@ -147,6 +151,7 @@ class Session:
         except ConnectionClosed:
             pass
         except StoreUnavailable:
+            self.ctx.metrics.store_error("session")
             await self.ws.close(1011, "store unavailable; reconnect later")
         finally:
             self.joined.clear()  # a resync still under way must not subscribe it again
@@ -188,6 +193,7 @@ class Session:
         except ErrorReply as error:
             self.push(error_message(error.code, error.message, ref))
         except StoreUnavailable:
+            self.ctx.metrics.store_error("session")
             self.push(error_message(ErrorCode.UNAVAILABLE, "storage is unavailable; retry", ref))
         except Exception as error:  # a bug must not take the connection, the table or the node
             self._log_failure(error)
@@ -220,8 +226,10 @@ class Session:
         self.log.error("command_failed", exc_info=error)
 
     async def _dispatch(self, command: Command) -> None:
+        self.ctx.metrics.message_in(type(command).__name__.lower())
         if isinstance(command, Bet):
-            await self._bet(command)
+            with self.ctx.metrics.timing_bet():
+                await self._bet(command)
         elif isinstance(command, Join):
             await self._join(command)
         elif isinstance(command, Leave):
@@ -249,9 +257,11 @@ class Session:
             self._reject(bet, rejected.code, rejected.message)
             return
         except StoreUnavailable:
+            self.ctx.metrics.store_error("session")
             self._reject(bet, RejectCode.UNAVAILABLE, "storage is unavailable; retry later")
             return
         self.push(receipt.to_message())  # first: the bet stands whatever happens below
+        self.ctx.metrics.bet_answered("ACCEPTED")
         try:
             feed = await self.ctx.hub.feed(bet.table)
         except StoreUnavailable:
@@ -260,6 +270,7 @@ class Session:
         feed.bettors.setdefault(receipt.round, set()).add(self)
 
     def _reject(self, bet: Bet, code: RejectCode, message: str) -> None:
+        self.ctx.metrics.bet_answered(code.value)
         self.push(
             {
                 "type": "bet_rejected",

@@ -1,0 +1,193 @@
+"""Prometheus metrics of one node: the registry, its instruments and one small call per fact.
+
+Each Node owns a `Metrics` with its own CollectorRegistry (tests run several nodes in one
+process, and a global registry would mix their counts). The table loops, the hub and the
+sessions get that object and call the verbs below; none of them sees prometheus_client.
+`render()` is the body of GET /metrics.
+
+A leaf module: it imports nothing from the server, so every layer above the core may use it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client import Counter as PromCounter
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE", "ConnectionCounts", "Metrics"]
+
+# No `*_created` series: they double what Prometheus stores and say only when a node started.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# The classic text format, which every Prometheus version reads (generate_latest writes it).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# (role, encoding) -> open connections, read at scrape time from the node's live sessions, so
+# the gauge can never drift from the truth the way paired inc/dec calls can.
+ConnectionCounts = Callable[[], Counter[tuple[str, str]]]
+
+# Commit-to-write is ~1 ms on loopback (docs/benchmarks.md); the tail is what matters.
+_FANOUT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+# A bet is one Lua script: ~0.25 ms p50, ~1.6 ms p99 on loopback.
+_BET_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class _Connections(Collector):
+    """The connections gauge, computed when Prometheus scrapes."""
+
+    counts: ConnectionCounts = Counter
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "baccarat_connections",
+            "Open WebSocket connections by role and encoding",
+            labels=["role", "encoding"],
+        )
+        for (role, encoding), value in sorted(self.counts().items()):
+            family.add_metric([role, encoding], value)
+        yield family
+
+
+class Metrics:
+    """Every metric family of a node, and one verb per thing worth counting."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        reg = self.registry
+        self._connections = _Connections()
+        reg.register(self._connections)
+        ProcessCollector(registry=reg)  # RSS, CPU, open fds of this process
+        self.messages_in = PromCounter(
+            "baccarat_messages_in", "Client messages handled, by type", ["type"], registry=reg
+        )
+        self.messages_out = PromCounter(
+            "baccarat_messages_out", "Messages written to clients, by type", ["type"], registry=reg
+        )
+        self.fanout_latency = Histogram(
+            "baccarat_fanout_latency_seconds",
+            "From a table event's commit (its ts) to its write to this node's subscribers",
+            buckets=_FANOUT_BUCKETS,
+            registry=reg,
+        )
+        self.bet_latency = Histogram(
+            "baccarat_bet_latency_seconds",
+            "From a bet message's arrival to its answer (accepted or rejected)",
+            buckets=_BET_BUCKETS,
+            registry=reg,
+        )
+        self.bets = PromCounter(
+            "baccarat_bets",
+            "Bets answered, by result code (ACCEPTED or the reject code)",
+            ["result"],
+            registry=reg,
+        )
+        self.rounds = PromCounter(
+            "baccarat_rounds", "Rounds this node settled, by outcome", ["outcome"], registry=reg
+        )
+        self.rounds_voided = PromCounter(
+            "baccarat_rounds_voided", "Rounds this node voided and refunded", registry=reg
+        )
+        self.lease_acquisitions = PromCounter(
+            "baccarat_lease_acquisitions", "Table leases this node took", ["table"], registry=reg
+        )
+        self.lease_losses = PromCounter(
+            "baccarat_lease_losses",
+            "Table leases this node lost (expired or fenced off)",
+            ["table"],
+            registry=reg,
+        )
+        self.store_errors = PromCounter(
+            "baccarat_store_errors",
+            "Store calls that failed (store unreachable), by component",
+            ["component"],
+            registry=reg,
+        )
+        self.slow_clients_dropped = PromCounter(
+            "baccarat_slow_clients_dropped",
+            "Clients cut off for falling too far behind (--max-buffer-bytes)",
+            registry=reg,
+        )
+        self.rate_limited = PromCounter(
+            "baccarat_rate_limited",
+            "Client messages refused by a rate limit, by kind (bet, ping, join, replay)",
+            ["kind"],
+            registry=reg,
+        )
+        # Label children cached: a hot path pays one dict lookup, not labels()'s validation.
+        self._out: dict[str, PromCounter] = {}
+
+    # --- wiring ---------------------------------------------------------------------------
+    def watch_connections(self, counts: ConnectionCounts) -> None:
+        """Where the connections gauge reads (role, encoding) counts at each scrape."""
+        self._connections.counts = counts
+
+    def render(self) -> bytes:
+        """The registry in Prometheus text format (CONTENT_TYPE)."""
+        return generate_latest(self.registry)
+
+    # --- transport ------------------------------------------------------------------------
+    def message_in(self, kind: str) -> None:
+        self.messages_in.labels(kind).inc()
+
+    def message_out(self, kind: str, count: int = 1) -> None:
+        child = self._out.get(kind)
+        if child is None:
+            child = self._out[kind] = self.messages_out.labels(kind)
+        child.inc(count)
+
+    def event_written(self, committed_at_ms: int, subscribers: int) -> None:
+        """A table event went to `subscribers` clients; it was committed at its `ts` (ms,
+        the store's clock), so the latency has a 1 ms resolution."""
+        if subscribers:  # no subscriber, no write: nothing to time
+            self.message_out("event", subscribers)
+            self.fanout_latency.observe(max(0.0, time.time() - committed_at_ms / 1000))
+
+    @contextmanager
+    def timing_bet(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.bet_latency.observe(time.perf_counter() - start)
+
+    def bet_answered(self, result: str) -> None:
+        self.bets.labels(result).inc()
+
+    def slow_client_dropped(self) -> None:
+        self.slow_clients_dropped.inc()
+
+    def rate_limit_hit(self, kind: str) -> None:
+        """A message refused by a per-connection rate limit (RATE_LIMITED)."""
+        self.rate_limited.labels(kind).inc()
+
+    # --- runtime and store ----------------------------------------------------------------
+    def round_settled(self, outcome: str) -> None:
+        self.rounds.labels(outcome).inc()
+
+    def round_voided(self) -> None:
+        self.rounds_voided.inc()
+
+    def lease_acquired(self, table: str) -> None:
+        self.lease_acquisitions.labels(table).inc()
+
+    def lease_lost(self, table: str) -> None:
+        self.lease_losses.labels(table).inc()
+
+    def store_error(self, component: str) -> None:
+        self.store_errors.labels(component).inc()
+
+    def families(self) -> Iterable[str]:
+        """Names of the families this node exports (without _total and such suffixes)."""
+        return [metric.name for metric in self.registry.collect()]
