@@ -36,7 +36,7 @@ async def _start(site_name: str) -> Site:
     options: dict[str, object] = {
         "tables": f"{TABLE}=classic8",
         "betting_window": WINDOW_S,
-        "demo_balance": 10**12,
+        "initial_balance": 10**12,
     }
     if site_name == "memory":
         return Site([await baccarat_serve("memory", options).start()])

@@ -111,6 +111,9 @@ class Node:
             lease_ttl=settings.lease_ttl,
             totals_interval=settings.totals_interval,
         )
+        # Who may connect; in demo mode its secret is this node's own (guest tokens are
+        # then good on this node only, until a shared --secret is configured).
+        self.auth = settings.auth_policy()
         self.metrics = Metrics()  # this node's own registry: tests run several nodes per process
         self.hub = Hub(self.store, push_settlement, self.metrics)
         self.loops = [
@@ -131,7 +134,7 @@ class Node:
             self.hub,
             self.tables,
             self.node_id,
-            demo_balance=settings.demo_balance,
+            initial_balance=settings.resolved_initial_balance(),
             max_buffer_bytes=settings.max_buffer_bytes,
             limits=RateLimits(
                 bets=settings.rate_bets,

@@ -13,8 +13,13 @@ import secrets
 import socket
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Settings", "add_serve_arguments"]
+from server.auth import DEFAULT_GUEST_TTL_S, MAX_TTL_S, AuthPolicy, load_secret
+
+__all__ = ["DEMO_BALANCE", "Settings", "add_serve_arguments"]
+
+DEMO_BALANCE = 1_000_000  # minor units a player starts with in demo mode
 
 _REPO_CLIENT = Path(__file__).resolve().parent.parent / "client_demo"
 
@@ -32,7 +37,7 @@ class Settings:
     result_pause: float = 1.0
     next_round_pause: float = 3.0
     lease_ttl: float = 3.0
-    demo_balance: int = 1_000_000
+    initial_balance: int | None = None  # None: 1,000,000 in demo mode, 0 with a secret
     node_id: str = ""
     log_format: str = "auto"  # auto (console on a terminal, else JSON), json, console
     log_level: str = "info"
@@ -54,6 +59,11 @@ class Settings:
     allowed_origins: str = ""  # comma-separated; empty: any Origin
     drain_seconds: float = 3.0
     recall_rounds: int = 100  # store.wallet.DEFAULT_RECALL_ROUNDS
+    secret: str = ""  # the shared token secret, or a file holding it; empty: demo mode
+    allow_guests: bool = False  # with a secret: may a connection without a token be a guest?
+    allow_anonymous_spectators: bool | None = None  # None: on in demo mode, off with a secret
+    guest_ttl: int = DEFAULT_GUEST_TTL_S  # seconds a guest stays after its last connection
+    max_connections_per_player: int = 0  # per node; 0: no cap
 
     def __post_init__(self) -> None:
         if self.log_format not in ("auto", "json", "console"):
@@ -62,9 +72,34 @@ class Settings:
             raise ValueError(f"log level must be debug, info, warning or error: {self.log_level!r}")
         for f in fields(self):
             value = getattr(self, f.name)
+            if str(f.type).startswith("bool") and not isinstance(value, bool | None):
+                option = "--" + f.name.replace("_", "-")
+                raise ValueError(f"{option} is yes or no (1/0, true/false, on/off), not {value!r}")
             if isinstance(value, int | float) and not isinstance(value, bool):
                 _check_range(f.name, value)
         self.origins()  # raises for a malformed list
+        self.auth_policy()  # raises for a short, missing or unreadable secret
+
+    @property
+    def demo(self) -> bool:
+        """No secret configured: guests play at once with the demo balance."""
+        return not self.secret.strip()
+
+    def resolved_initial_balance(self) -> int:
+        """What a player seen for the first time starts with."""
+        if self.initial_balance is not None:
+            return self.initial_balance
+        return DEMO_BALANCE if self.demo else 0
+
+    def auth_policy(self) -> AuthPolicy:
+        """Who may connect, from the secret and the guest and spectator switches. In demo mode
+        the secret is this policy's own random one: build it once per node."""
+        return AuthPolicy.configure(
+            load_secret(self.secret),
+            allow_guests=self.allow_guests,
+            allow_anonymous_spectators=self.allow_anonymous_spectators,
+            guest_ttl_s=self.guest_ttl,
+        )
 
     def origins(self) -> list[str]:
         """The allowed Origin values; empty means any."""
@@ -96,7 +131,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "result_pause": (0, 600),
     "next_round_pause": (0, 3600),
     "lease_ttl": (0.1, 3600),
-    "demo_balance": (0, 10**12),  # sums of balances stay exact integers in Redis's Lua
+    "initial_balance": (0, 10**12),  # sums of balances stay exact integers in Redis's Lua
     "max_buffer_bytes": (1024, 1 << 30),
     "max_frame_bytes": (1024, 1 << 24),
     "history_events": (1, 10_000_000),
@@ -112,6 +147,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "handshake_timeout": (0.1, 600),
     "drain_seconds": (0, 3600),
     "totals_interval": (0.01, 60),
+    "guest_ttl": (1, MAX_TTL_S),
+    "max_connections_per_player": (0, 1_000_000),
     "recall_rounds": (10, 1000),  # regulators ask for at least the last 10
 }
 
@@ -147,7 +184,8 @@ _HELP = {
     "result_pause": "seconds from the last card to settlement",
     "next_round_pause": "seconds from settlement to the next round",
     "lease_ttl": "seconds a silent owner keeps a table before another node takes it",
-    "demo_balance": "balance of each guest player, in minor units",
+    "initial_balance": "minor units a player seen for the first time starts with "
+    "(default: 1000000 in demo mode, 0 with a secret)",
     "node_id": "this node's name in leases and /status (default: host-pid-random)",
     "log_format": "auto, json or console",
     "log_level": "debug, info, warning or error",
@@ -169,6 +207,13 @@ _HELP = {
     "allowed_origins": "comma-separated Origin values browsers may connect from (empty: any)",
     "drain_seconds": "on SIGTERM, seconds /readyz answers 503 before connections close",
     "recall_rounds": "rounds each player can look back at (history), 10-1000",
+    "secret": "shared secret that signs tokens, or a file holding it (empty: demo mode)",
+    "allow_guests": "with a secret, a connection without a token gets a guest player",
+    "allow_anonymous_spectators": "a connection without a token may watch (default: on in demo "
+    "mode, off with a secret)",
+    "guest_ttl": "seconds a guest player (and its money) is kept after it was last seen",
+    "max_connections_per_player": "open connections per player on this node (0: no cap); "
+    "more get 429",
 }
 
 
@@ -177,20 +222,46 @@ def _env(name: str) -> str | None:
     return value if value not in (None, "") else None
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _env_bool(value: str) -> bool | str:
+    """A yes/no variable's value; anything else is kept as given, for Settings to refuse
+    (so a bad variable is an error of `serve` alone)."""
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    return value
+
+
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add one option per setting; its default comes from BACCARAT_<NAME> or the dataclass."""
+    """Add one option per setting; its default comes from BACCARAT_<NAME> or the dataclass.
+    A yes/no setting is a pair of flags (`--allow-guests` / `--no-allow-guests`)."""
     defaults = Settings()
     for f in fields(Settings):
         default = getattr(defaults, f.name)
-        kind = type(default)
         env = _env(f.name)
+        option = "--" + f.name.replace("_", "-")
+        help_text = f"{_HELP[f.name]} (env BACCARAT_{f.name.upper()}; default {default!r})"
+        if str(f.type).startswith("bool"):
+            value = _env_bool(env) if env is not None else default
+            parser.add_argument(
+                option,
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=value,
+                help=help_text,
+            )
+            continue
+        kind: Any = int if str(f.type).startswith("int") else type(default)
         # A string default goes through `type` too, so a bad BACCARAT_* value is reported
         # as a usage error of `serve` alone, not a crash of every command.
-        value = env if env is not None else default
         parser.add_argument(
-            "--" + f.name.replace("_", "-"),
+            option,
             dest=f.name,
             type=kind,
-            default=value,
-            help=f"{_HELP[f.name]} (env BACCARAT_{f.name.upper()}; default {value!r})",
+            default=env if env is not None else default,
+            help=help_text.replace(f"default {default!r}", f"default {env or default!r}"),
         )

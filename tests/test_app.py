@@ -260,14 +260,14 @@ def test_settings_from_env(clean_env: pytest.MonkeyPatch) -> None:
     """BACCARAT_<NAME> sets each setting, converted to the setting's type."""
     clean_env.setenv("BACCARAT_BETTING_WINDOW", "2.5")
     clean_env.setenv("BACCARAT_DEAL_INTERVAL", "0.25")
-    clean_env.setenv("BACCARAT_DEMO_BALANCE", "5000")
+    clean_env.setenv("BACCARAT_INITIAL_BALANCE", "5000")
     clean_env.setenv("BACCARAT_TABLES", "a=classic8")
     clean_env.setenv("BACCARAT_PORT", "9001")
     clean_env.setenv("BACCARAT_NODE_ID", "node-7")
     settings = _settings()
     assert settings.betting_window == 2.5 and isinstance(settings.betting_window, float)
     assert settings.deal_interval == 0.25
-    assert settings.demo_balance == 5000 and isinstance(settings.demo_balance, int)
+    assert settings.initial_balance == 5000 and isinstance(settings.initial_balance, int)
     assert settings.tables == "a=classic8"
     assert settings.port == 9001
     assert settings.resolved_node_id() == "node-7"
@@ -425,3 +425,63 @@ async def test_the_node_sweeps_expired_guests() -> None:
         assert await node.store.balance("guest") is None
         assert await node.store.balance("player") == 1_000
         assert (await node.store.ledger()).expired == 1_000
+
+
+SECRET = "s" * 32
+
+
+def test_demo_mode_and_secret_decide_the_initial_balance_and_the_policy(
+    clean_env: pytest.MonkeyPatch,
+) -> None:
+    """No secret: demo mode, 1,000,000 to start, guests and anonymous spectators on. With a
+    secret: 0 to start, guests and anonymous spectators off unless switched on."""
+    demo = _settings()
+    assert demo.demo and demo.resolved_initial_balance() == 1_000_000
+    policy = demo.auth_policy()
+    assert policy.demo and policy.guests_allowed and policy.allow_anonymous_spectators
+    secured = _settings("--secret", SECRET)
+    assert not secured.demo and secured.resolved_initial_balance() == 0
+    policy = secured.auth_policy()
+    assert policy.secret == SECRET
+    assert not policy.guests_allowed and not policy.allow_anonymous_spectators
+    opened = _settings(
+        "--secret",
+        SECRET,
+        "--allow-guests",
+        "--allow-anonymous-spectators",
+        "--initial-balance",
+        "7",
+    )
+    assert opened.auth_policy().guests_allowed and opened.auth_policy().allow_anonymous_spectators
+    assert opened.resolved_initial_balance() == 7
+
+
+def test_yes_no_settings_read_their_variables(clean_env: pytest.MonkeyPatch) -> None:
+    """BACCARAT_ALLOW_GUESTS=yes switches guests on; --no-allow-guests wins over it; a value
+    that is not yes or no is a clear error."""
+    clean_env.setenv("BACCARAT_SECRET", SECRET)
+    clean_env.setenv("BACCARAT_ALLOW_GUESTS", "yes")
+    assert _settings().allow_guests is True
+    assert _settings("--no-allow-guests").allow_guests is False
+    clean_env.setenv("BACCARAT_ALLOW_ANONYMOUS_SPECTATORS", "0")
+    assert _settings().allow_anonymous_spectators is False
+    clean_env.setenv("BACCARAT_ALLOW_GUESTS", "maybe")
+    with pytest.raises(ValueError, match="--allow-guests is yes or no"):
+        _settings()
+
+
+@pytest.mark.parametrize(
+    ("secret", "problem"),
+    [("short", "at least 32"), ("/no/such/secret-file", "no secret file")],
+)
+def test_a_bad_secret_is_refused_at_start(secret: str, problem: str) -> None:
+    """A short secret, or a path naming no file, stops the node with one line."""
+    with pytest.raises(ValueError, match=problem):
+        Settings(secret=secret)
+
+
+def test_a_secret_file_is_read(tmp_path: Path) -> None:
+    """--secret may name a file (a Docker or Kubernetes secret): its contents are the secret."""
+    path = tmp_path / "secret"
+    path.write_text(SECRET + "\n")
+    assert Settings(secret=str(path)).auth_policy().secret == SECRET

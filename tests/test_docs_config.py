@@ -26,6 +26,8 @@ def test_every_setting_has_a_row_with_its_env_variable(name: str) -> None:
     cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
     assert cells[1] == f"`BACCARAT_{name.upper()}`"
     default = getattr(Settings(), name)
-    assert cells[2] == type(default).__name__
+    assert cells[2] == str(next(f for f in fields(Settings) if f.name == name).type).replace(
+        " | ", " or "
+    )
     if name != "static_dir":  # shown as <repo>/client_demo, not this checkout's path
         assert cells[3] == f"`{default!r}`"

@@ -65,7 +65,7 @@ class SessionContext:
     hub: Hub
     tables: dict[str, TableRules]
     node_id: str
-    demo_balance: int = 1_000_000
+    initial_balance: int = 1_000_000  # what a player seen for the first time starts with
     max_buffer_bytes: int = 1 << 20  # a client this far behind is dropped, not waited for
     limits: RateLimits = field(default_factory=RateLimits)
     max_replay_events: int = 500  # events in one replay answer; the client pages on
@@ -140,7 +140,7 @@ class Session:
         structlog.contextvars.bind_contextvars(conn=self.number, player=self.player)
         self.ctx.sessions.add(self)
         try:
-            balance = await self.ctx.store.ensure_player(self.player, self.ctx.demo_balance)
+            balance = await self.ctx.store.ensure_player(self.player, self.ctx.initial_balance)
             self.push(self._welcome(balance))
             async for frame in self.ws:
                 if self.dropped or not await self._handle_frame(frame):

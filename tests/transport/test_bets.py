@@ -64,7 +64,7 @@ async def test_every_reject_code_over_the_wire(
     make_node: NodeFactory, open_client: ClientFactory
 ) -> None:
     """Each refused bet answers bet_rejected with its code and debits nothing."""
-    node = await make_node(demo_balance=1_000)
+    node = await make_node(initial_balance=1_000)
     client = await open_client(node)
     assert client.welcome["balance"] == 1_000
     round_no = await _fresh_window(client)

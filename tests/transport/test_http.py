@@ -202,6 +202,6 @@ async def test_welcome_lists_the_tables(node: Node, open_client: ClientFactory) 
     client = await open_client(node)
     welcome = client.welcome
     assert welcome["player"].startswith("guest-")
-    assert welcome["balance"] == node.settings.demo_balance
+    assert welcome["balance"] == node.settings.resolved_initial_balance()
     assert welcome["node"] == "test-node"
     assert [(t["id"], t["name"]) for t in welcome["tables"]] == [(TABLE, "classic8")]
