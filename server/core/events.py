@@ -25,6 +25,8 @@ class EventKind(StrEnum):
     ROUND_RESULT = "round_result"
     ROUND_SETTLED = "round_settled"
     ROUND_VOIDED = "round_voided"
+    TABLE_PAUSED = "table_paused"  # an operator paused the table: no round opens until resumed
+    TABLE_RESUMED = "table_resumed"
 
 
 def event(kind: EventKind, **fields: Any) -> Payload:

@@ -29,9 +29,11 @@ __all__ = [
     "coup_of",
     "deal_next_card",
     "open_round",
+    "pause_table",
     "publish_totals",
     "restart_table",
     "result_letter",
+    "resume_table",
     "settle_round",
     "verify_bet_window",
     "void_round",
@@ -61,6 +63,8 @@ class TableState:
     dealt: int = 0  # cards of this round dealt so far
     last_hand: bool = False  # this round is the shoe's last (the cut card is out)
     results: str = ""  # this shoe's results, one letter (B/P/T) per coup, for the roads
+    # The owner has paused the table (an operator asked): no round opens until it resumes.
+    paused: bool = False
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -75,6 +79,7 @@ class TableState:
             "dealt": self.dealt,
             "last_hand": self.last_hand,
             "results": self.results,
+            "paused": self.paused,
         }
 
     @classmethod
@@ -92,6 +97,7 @@ class TableState:
             dealt=_int(data["dealt"]),
             last_hand=bool(data["last_hand"]),
             results=str(data["results"]),
+            paused=data.get("paused", False) is True,  # states stored before pausing existed
         )
 
     def dealt_cards(self) -> list[tuple[str, Card]]:
@@ -121,7 +127,7 @@ def open_round(
     state: TableState, rules: TableRules, now_ms: int, window_ms: int, rng: random.Random
 ) -> Transition:
     """Open the next round's betting window, shuffling a new shoe first when one is due."""
-    assert state.phase in (Phase.IDLE, Phase.SETTLED, Phase.VOIDED), state.phase
+    assert _between_rounds(state) and not state.paused, (state.phase, state.paused)
     events: list[Payload] = []
     shoe = Shoe(state.shoe.cards, state.shoe.position, state.shoe.cut_index) if state.shoe else None
     shoe_number, results = state.shoe_number, state.results
@@ -178,6 +184,23 @@ def open_round(
         results=results,
     )
     return Transition(new_state, events)
+
+
+def _between_rounds(state: TableState) -> bool:
+    return state.phase in (Phase.IDLE, Phase.SETTLED, Phase.VOIDED)
+
+
+def pause_table(state: TableState) -> Transition:
+    """Hold the table between two rounds (an operator's pause): no round opens until
+    resume_table. The round in play is never cut short: the owner pauses only once it ended."""
+    assert _between_rounds(state) and not state.paused, (state.phase, state.paused)
+    return Transition(_advance(state, paused=True), [event(EventKind.TABLE_PAUSED)])
+
+
+def resume_table(state: TableState) -> Transition:
+    """Let a paused table open rounds again."""
+    assert state.paused, "the table is not paused"
+    return Transition(_advance(state, paused=False), [event(EventKind.TABLE_RESUMED)])
 
 
 def verify_bet_window(state: TableState, round_no: object, now_ms: int) -> None:

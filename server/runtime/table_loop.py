@@ -39,8 +39,10 @@ from server.core.table import (
     coup_of,
     deal_next_card,
     open_round,
+    pause_table,
     publish_totals,
     restart_table,
+    resume_table,
     settle_round,
     void_round,
 )
@@ -109,6 +111,7 @@ class TableLoop:
         self._failed_version: int | None = None  # the stored version that keeps failing
         self._attempts = 0  # failed tries on it
         self._restarted = False  # restarted the table, and no step has succeeded since
+        self._poke = asyncio.Event()  # set by wake(): an operator paused or resumed the table
 
     @property
     def owning(self) -> bool:
@@ -260,9 +263,26 @@ class TableLoop:
         self._restarted, self._attempts = True, 0
         self.log.warning("round_voided", round=header.round, reason=reason, bets=len(bets))
 
+    def wake(self) -> None:
+        """An operator paused or resumed this table: look at the request now rather than at
+        the next `retry` (a request made on another node is seen within `retry`)."""
+        self._poke.set()
+
     async def step(self, state: TableState, rules: TableRules, token: int) -> None:
         """Wait for the state's next action, then commit it."""
         if state.phase in (Phase.IDLE, Phase.SETTLED, Phase.VOIDED):
+            # Between two rounds: the only place an operator's pause takes effect, so the
+            # round in play always finishes. Applying it is a commit (table_paused/resumed).
+            self._poke.clear()
+            wanted = await self.store.paused(self.table_id)
+            if wanted != state.paused:
+                change = pause_table if wanted else resume_table
+                await self._commit(token, state, change(state))
+                self.log.info("table_paused" if wanted else "table_resumed", round=state.round)
+                return
+            if state.paused:
+                await self._until_poked(self.timings.retry)
+                return
             now = await self.store.now_ms()
             window_ms = round(self.timings.betting_window * 1000)
             await self._commit(token, state, open_round(state, rules, now, window_ms, self.rng))
@@ -282,6 +302,17 @@ class TableLoop:
                 self._published = (state.round, totals.bets)
         else:
             await self._deal_or_settle(state, rules, token)
+
+    async def _until_poked(self, seconds: float) -> None:
+        """Sleep `seconds` (through the clock), or less if wake() is called meanwhile."""
+        sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
+        poked = asyncio.ensure_future(self._poke.wait())
+        try:
+            await asyncio.wait((sleeper, poked), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, poked):
+                task.cancel()
+            await asyncio.gather(sleeper, poked, return_exceptions=True)
 
     async def _deal_or_settle(self, state: TableState, rules: TableRules, token: int) -> None:
         try:

@@ -271,6 +271,20 @@ class Store(Wallet):
     @abc.abstractmethod
     async def lease(self, table_id: str) -> Lease | None: ...
 
+    # --- operator controls ----------------------------------------------------------------
+    # An operator's pause is a request kept apart from the state, which only the table's
+    # owner writes: asking never races the owner's fenced commits, and the request holds on
+    # every node and across a failover. The owner applies it between two rounds
+    # (core.table.pause_table / resume_table), which is what clients see (TableState.paused).
+    @abc.abstractmethod
+    async def set_paused(self, table_id: str, paused: bool) -> bool:
+        """Ask for the table to be paused (True) or to play again (False); returns whether
+        this changed the request. The caller makes sure the table exists."""
+
+    @abc.abstractmethod
+    async def paused(self, table_id: str) -> bool:
+        """Whether an operator asked for the table to be paused (and not resumed since)."""
+
     # --- housekeeping ---------------------------------------------------------------------
     @abc.abstractmethod
     async def now_ms(self) -> int:

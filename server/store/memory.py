@@ -119,6 +119,7 @@ class MemoryStore(Store):
         self._history_rounds = max(history_rounds, 1)
         self._recall_rounds = max(recall_rounds, 1)
         self._tables: dict[str, _Table] = {}
+        self._paused: set[str] = set()  # tables an operator asked to pause
         self._players: dict[str, _Player] = {}
         self._guests: set[str] = set()  # the players that may expire: a sweep looks at these
         self._issued = 0
@@ -451,6 +452,18 @@ class MemoryStore(Store):
     async def lease(self, table_id: str) -> Lease | None:
         lease = self._table(table_id).lease
         return lease if lease is not None and lease.expires_at_ms > self._now_ms() else None
+
+    # --- operator controls ----------------------------------------------------------------
+    async def set_paused(self, table_id: str, paused: bool) -> bool:
+        changed = (table_id in self._paused) != paused
+        if paused:
+            self._paused.add(table_id)
+        else:
+            self._paused.discard(table_id)
+        return changed
+
+    async def paused(self, table_id: str) -> bool:
+        return table_id in self._paused
 
     # --- housekeeping ---------------------------------------------------------------------
     async def now_ms(self) -> int:

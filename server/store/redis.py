@@ -615,6 +615,21 @@ class RedisStore(Store):
             return None
         return Lease(table_id, reply[1].decode(), int(reply[2]), int(reply[3]))
 
+    # --- operator controls ----------------------------------------------------------------
+    def _paused_key(self, table_id: str) -> str:
+        return self._table_keys(table_id).prefix + "paused"
+
+    async def set_paused(self, table_id: str, paused: bool) -> bool:
+        key = self._paused_key(table_id)
+        with _reachable():
+            if paused:
+                return bool(await self._redis.set(key, b"1", nx=True))
+            return bool(await self._redis.delete(key))
+
+    async def paused(self, table_id: str) -> bool:
+        with _reachable():
+            return bool(await self._redis.exists(self._paused_key(table_id)))
+
     # --- housekeeping ---------------------------------------------------------------------
     async def now_ms(self) -> int:
         with _reachable():

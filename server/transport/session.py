@@ -349,6 +349,7 @@ class Session:
             ],
             "shoe": state.shoe_number,
             "last_hand": state.last_hand,
+            "paused": state.paused,
             "results": state.results,
             "roads": build_roads(state.results).to_dict(),
             "bets": [

@@ -72,6 +72,10 @@ __all__ = [
     "Snapshot",
     "TableEvent",
     "TableInfo",
+    "TablePausedEvent",
+    "TablePausedPayload",
+    "TableResumedEvent",
+    "TableResumedPayload",
     "Welcome",
     "bet_accepted",
     "bet_rejected",
@@ -266,6 +270,14 @@ class RoundVoidedPayload(TypedDict):
     refunded: int
 
 
+class TablePausedPayload(TypedDict):
+    kind: Literal["table_paused"]  # no round opens until table_resumed
+
+
+class TableResumedPayload(TypedDict):
+    kind: Literal["table_resumed"]
+
+
 class ShoeShuffledEvent(_Envelope, ShoeShuffledPayload): ...
 
 
@@ -296,6 +308,12 @@ class RoundSettledEvent(_Envelope, RoundSettledPayload): ...
 class RoundVoidedEvent(_Envelope, RoundVoidedPayload): ...
 
 
+class TablePausedEvent(_Envelope, TablePausedPayload): ...
+
+
+class TableResumedEvent(_Envelope, TableResumedPayload): ...
+
+
 EventPayload = (
     ShoeShuffledPayload
     | BurnPayload
@@ -307,6 +325,8 @@ EventPayload = (
     | RoundResultPayload
     | RoundSettledPayload
     | RoundVoidedPayload
+    | TablePausedPayload
+    | TableResumedPayload
 )
 TableEvent = (
     ShoeShuffledEvent
@@ -319,6 +339,8 @@ TableEvent = (
     | RoundResultEvent
     | RoundSettledEvent
     | RoundVoidedEvent
+    | TablePausedEvent
+    | TableResumedEvent
 )
 
 # --- server messages ---------------------------------------------------------------------------
@@ -350,6 +372,7 @@ class _Snapshot(TypedDict):
     cards: list[CardView]
     shoe: int
     last_hand: bool
+    paused: bool  # an operator paused the table: no round opens until table_resumed
     results: str
     roads: RoadsView
     bets: list[BetView]  # this player's bets this round
@@ -482,6 +505,8 @@ EVENTS: dict[str, type] = {
     "round_result": RoundResultEvent,
     "round_settled": RoundSettledEvent,
     "round_voided": RoundVoidedEvent,
+    "table_paused": TablePausedEvent,
+    "table_resumed": TableResumedEvent,
 }
 EVENT_PAYLOADS: dict[str, type] = {
     "shoe_shuffled": ShoeShuffledPayload,
@@ -494,6 +519,8 @@ EVENT_PAYLOADS: dict[str, type] = {
     "round_result": RoundResultPayload,
     "round_settled": RoundSettledPayload,
     "round_voided": RoundVoidedPayload,
+    "table_paused": TablePausedPayload,
+    "table_resumed": TableResumedPayload,
 }
 
 # --- constructors: pieces ----------------------------------------------------------------------
@@ -594,6 +621,7 @@ def snapshot(
         "cards": [card_view(hand, card) for hand, card in state.dealt_cards()],
         "shoe": state.shoe_number,
         "last_hand": state.last_hand,
+        "paused": state.paused,
         "results": state.results,
         "roads": roads_view(build_roads(state.results)),
         "bets": [bet_view(bet) for bet in bets],

@@ -40,7 +40,8 @@ def prefix_of(store: Store) -> str:
 
 
 async def keys_of(raw: Redis, store: Store) -> list[str]:
-    return sorted([key.decode() async for key in raw.scan_iter(match=f"{prefix_of(store)}:*")])
+    # A set: SCAN may return a key twice while Redis rehashes.
+    return sorted({key.decode() async for key in raw.scan_iter(match=f"{prefix_of(store)}:*")})
 
 
 async def test_keys_of_a_table_share_one_hash_tag(table: Store, raw: Redis) -> None:
