@@ -29,6 +29,7 @@ from server.tables_file import TABLE_ID, read_tables_file
 from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
 from server.transport.limits import RateLimits
+from server.transport.operator_api import OperatorApi, table_rows
 from server.transport.server import Listen, start_server
 from server.transport.session import SessionContext, close_all, push_settlement
 
@@ -166,7 +167,15 @@ class Node:
             await self.store.create_table(table_id, rules)
         static = Path(self.settings.static_dir)
         static_dir = static if static.is_dir() else None  # noqa: ASYNC240 - once at start-up
-        routes = HttpRoutes(self.status, static_dir, self.readiness, self.metrics.render)
+        api = OperatorApi(self.auth, self.store, self.table_rows, self.wake_table, self.metrics)
+        routes = HttpRoutes(
+            self.status,
+            static_dir,
+            self.readiness,
+            self.metrics.render,
+            api=api,
+            status_needs_operator=not self.auth.demo,  # demo mode: /status stays open
+        )
         listen = Listen(
             self.settings.host,
             self.settings.port,
@@ -233,6 +242,17 @@ class Node:
         # Every connection is a guest player until issue 8 brings roles.
         return Counter(("player", s.encoding.name.lower()) for s in self.ctx.sessions)
 
+    def wake_table(self, table_id: str) -> None:
+        """An operator paused or resumed a table: its loop looks now if this node owns it."""
+        for loop in self.loops:
+            if loop.table_id == table_id:
+                loop.wake()
+
+    async def table_rows(self) -> list[dict[str, Any]]:
+        """GET /api/tables: every table's state, owner and counts."""
+        subscribers = {t: f.subscriber_count for t, f in self.hub.feeds.items()}
+        return await table_rows(self.store, subscribers)
+
     async def status(self) -> dict[str, Any]:
         owned = []
         for loop in self.loops:
@@ -253,6 +273,7 @@ class Node:
             "connections": len(self.ctx.sessions),
             "subscribers": {t: f.subscriber_count for t, f in self.hub.feeds.items()},
             "draining": self.draining,
+            "paused": [table for table in self.tables if await self.store.paused(table)],
         }
 
     async def stop(self) -> None:

@@ -121,8 +121,15 @@ class Metrics:
         )
         self.rate_limited = PromCounter(
             "baccarat_rate_limited",
-            "Client messages refused by a rate limit, by kind (bet, ping, join, replay)",
+            "Client messages refused by a rate limit, by kind (bets, pings, joins, replays)",
             ["kind"],
+            registry=reg,
+        )
+        self.operator_requests = PromCounter(
+            "baccarat_operator_requests",
+            "Operator API requests, by action (credit, debit, player, tables, pause, resume) "
+            "and HTTP status",
+            ["action", "status"],
             registry=reg,
         )
         # Label children cached: a hot path pays one dict lookup, not labels()'s validation.
@@ -171,6 +178,10 @@ class Metrics:
     def rate_limit_hit(self, kind: str) -> None:
         """A message refused by a per-connection rate limit (RATE_LIMITED)."""
         self.rate_limited.labels(kind).inc()
+
+    def operator_request(self, action: str, status: int) -> None:
+        """An operator API request answered (a 200 credit moved money or replayed a key)."""
+        self.operator_requests.labels(action, str(status)).inc()
 
     # --- runtime and store ----------------------------------------------------------------
     def round_settled(self, outcome: str) -> None:

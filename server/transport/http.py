@@ -14,7 +14,7 @@ import re
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from websockets.asyncio.server import ServerConnection
@@ -22,6 +22,10 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from server.transport.http_body import API_PREFIX, posted_body
+
+if TYPE_CHECKING:  # operator_api builds its answers with this module's json_response
+    from server.transport.operator_api import OperatorApi
 
 __all__ = ["HttpRoutes", "Readiness", "decode_path", "json_response", "text_response"]
 
@@ -75,11 +79,16 @@ class HttpRoutes:
         static_dir: Path | None,
         readiness: Readiness | None = None,
         metrics: Callable[[], bytes] | None = None,
+        api: OperatorApi | None = None,
+        status_needs_operator: bool = False,
     ) -> None:
         self.status = status
         self.static_dir = static_dir.resolve() if static_dir else None
         self.readiness = readiness
         self.metrics = metrics  # the Prometheus text of GET /metrics
+        self.api = api  # /api/...: the operator API
+        # With a secret configured /status says who owns what only to operators.
+        self.status_needs_operator = status_needs_operator and api is not None
 
     async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
         path = decode_path(request.path)
@@ -91,11 +100,21 @@ class HttpRoutes:
             return text_response(HTTPStatus.OK, "ok\n")
         if path == "/readyz":
             return await self._ready()
+        if path.startswith(API_PREFIX) and self.api is not None:
+            return await self.api(request, path, posted_body(connection))
         if path == "/status":
-            return json_response(await self.status())
+            return await self._status(request)
         if path == "/metrics" and self.metrics is not None:
             return _response(HTTPStatus.OK, self.metrics(), METRICS_CONTENT_TYPE)
         return self._static(path)
+
+    async def _status(self, request: Request) -> Response:
+        if self.status_needs_operator:
+            assert self.api is not None
+            refused = self.api.refusal(request.headers)
+            if refused is not None:
+                return refused
+        return json_response(await self.status())
 
     async def _ready(self) -> Response:
         problem = await self.readiness() if self.readiness else None

@@ -14,6 +14,7 @@ from websockets.http11 import Request, Response
 from websockets.typing import Origin, Subprotocol
 
 from server.transport.http import WS_PATH, HttpRoutes, decode_path, text_response
+from server.transport.http_body import reading_bodies
 from server.transport.session import Session, SessionContext
 from server.wire.codec import SUBPROTOCOLS, Encoding
 
@@ -99,5 +100,5 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
         ping_interval=20,
         ping_timeout=20,
         server_header="baccarat-live",
-        create_connection=Connection,
+        create_connection=reading_bodies(Connection),  # POST bodies for the operator API
     )

@@ -204,6 +204,7 @@ class Session:
 
     def _rate_limited(self, command: Command, ref: object) -> None:
         message = "too many requests of this kind; slow down"
+        self.ctx.metrics.rate_limit_hit(_KINDS.get(type(command), Kind.PINGS).value)
         if isinstance(command, Bet):
             self._reject(command, RejectCode.RATE_LIMITED, message)
         else:

@@ -214,3 +214,17 @@ async def test_a_replay_answer_is_bounded_and_pages_on(
         "events": None,
         "more": False,
     }
+
+
+async def test_rate_limited_messages_are_counted_by_kind(
+    make_node: NodeFactory, open_client: ClientFactory
+) -> None:
+    """Each message refused RATE_LIMITED counts in baccarat_rate_limited{kind}."""
+    node = await make_node(rate_pings=1, **TIGHT)
+    client = await open_client(node)
+    for n in range(5):  # a burst of 3, then 2 refused
+        await client.send({"type": "ping", "ref": n})
+    for _ in range(2):
+        assert (await client.reply("error"))["code"] == "RATE_LIMITED"
+    text = node.metrics.render().decode()
+    assert 'baccarat_rate_limited_total{kind="pings"} 2.0' in text

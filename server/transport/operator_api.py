@@ -1,0 +1,280 @@
+"""The operator HTTP API (issues 8 and 11), on the same port as /ws.
+
+Every route needs `Authorization: Bearer <operator token>`: none or a bad one gets 401, a
+valid token of another role 403. Answers are JSON; a refusal is `{"error": code, "message":
+...}` with its HTTP status.
+
+- `GET /api/players/{id}`: the player's balance and latest operator movements.
+- `POST /api/players/{id}/credit` and `/debit` with `{"amount": 500, "idempotency_key": "k-1"}`:
+  move money (the same key twice moves it once; a debit beyond the balance is 409).
+- `GET /api/tables`: every table's state, owner and counts.
+- `POST /api/tables/{id}/pause` and `/resume`: no new round opens while paused (the round in
+  play finishes); the request is kept in the store, so it holds on every node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+import structlog
+from websockets.http11 import Request, Response
+
+from server.auth import AuthError, AuthPolicy, check_player_id
+from server.metrics import Metrics
+from server.store.base import StateUnreadable, Store, StoreUnavailable
+from server.store.wallet import MOVEMENTS_KEPT, InsufficientFunds, check_movement
+from server.transport.http import json_response
+from server.transport.http_body import API_PREFIX, Posted
+
+__all__ = ["ApiError", "OperatorApi", "error_response", "table_rows"]
+
+MAX_KEY_CHARS = 128  # an idempotency key is kept per player; bound what a caller may store
+
+TableRows = Callable[[], Awaitable[list[dict[str, Any]]]]
+
+
+@dataclass(slots=True)
+class ApiError(Exception):
+    status: HTTPStatus
+    code: str
+    message: str
+    extra: dict[str, Any] | None = None
+
+
+def error_response(error: ApiError) -> Response:
+    body: dict[str, Any] = {"error": error.code, "message": error.message, **(error.extra or {})}
+    response = json_response(body, error.status)
+    if error.status is HTTPStatus.UNAUTHORIZED:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="baccarat"'
+    return response
+
+
+_REFUSED_BODY = {
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "body_too_large",
+    HTTPStatus.LENGTH_REQUIRED: "length_required",
+}
+
+
+class OperatorApi:
+    """Routes /api/...; built by the Node with its auth policy, store and table views."""
+
+    def __init__(
+        self,
+        auth: AuthPolicy,
+        store: Store,
+        tables: TableRows,
+        on_pause: Callable[[str], None],
+        metrics: Metrics,
+    ) -> None:
+        self.auth = auth
+        self.store = store
+        self.tables = tables  # every table's row of GET /api/tables
+        self.on_pause = on_pause  # a table's pause request changed: wake its loop if local
+        self.metrics = metrics
+        self.log = structlog.get_logger("operator")
+
+    def authorize(self, headers: Mapping[str, str]) -> str:
+        """The operator's player id; ApiError 401 (no or bad token) or 403 (not an operator)."""
+        try:
+            identity = self.auth.require_operator(headers)
+        except AuthError as error:
+            code = "forbidden" if error.status == HTTPStatus.FORBIDDEN else "unauthorized"
+            raise ApiError(HTTPStatus(error.status), code, error.reason) from None
+        return identity.player or "?"
+
+    def refusal(self, headers: Mapping[str, str]) -> Response | None:
+        """The 401/403 answer for a request without an operator token; None for an operator."""
+        try:
+            self.authorize(headers)
+        except ApiError as error:
+            return error_response(error)
+        return None
+
+    async def __call__(self, request: Request, path: str, posted: Posted | None) -> Response:
+        action = "unknown"
+        try:
+            route = path.removeprefix(API_PREFIX).split("/")
+            action = _action(request.method, route)
+            if posted is not None and posted.refused is not None:
+                status, reason = posted.refused
+                raise ApiError(status, _REFUSED_BODY.get(status, "bad_request"), reason)
+            operator = self.authorize(request.headers)
+            response = await self._route(action, route, posted, operator)
+        except ApiError as error:
+            response = error_response(error)
+        except StoreUnavailable:
+            self.metrics.store_error("operator_api")
+            response = error_response(
+                ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "unavailable", "storage is unavailable")
+            )
+        self.metrics.operator_request(action, response.status_code)
+        return response
+
+    async def _route(
+        self, action: str, route: list[str], posted: Posted | None, operator: str
+    ) -> Response:
+        if action == "player":
+            return await self._player(_player_id(route[1]))
+        if action in ("credit", "debit"):
+            return await self._move(action, _player_id(route[1]), _body(posted), operator)
+        if action == "tables":
+            return json_response({"tables": await self.tables()})
+        if action in ("pause", "resume"):
+            return await self._pause(route[1], action == "pause", operator)
+        raise AssertionError(action)  # _action knows every route
+
+    async def _player(self, player: str) -> Response:
+        balance = await self.store.balance(player)
+        if balance is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, "unknown_player", f"no player {player!r}")
+        movements = await self.store.movements(player, MOVEMENTS_KEPT)
+        return json_response(
+            {
+                "player": player,
+                "balance": balance,
+                "movements": [movement.to_dict() for movement in movements],
+            }
+        )
+
+    async def _move(
+        self, action: str, player: str, body: dict[str, Any], operator: str
+    ) -> Response:
+        amount, key = body.get("amount"), body.get("idempotency_key")
+        if type(amount) is not int or amount <= 0:
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST,
+                "bad_amount",
+                f"amount must be a positive whole number of minor units, not {amount!r}",
+            )
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS or not key.isprintable():
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST,
+                "bad_idempotency_key",
+                f"idempotency_key must be 1-{MAX_KEY_CHARS} printable characters",
+            )
+        delta = amount if action == "credit" else -amount
+        try:
+            check_movement(delta, key)
+            movement = await self.store.move_money(player, delta, key)
+        except InsufficientFunds as short:
+            raise ApiError(
+                HTTPStatus.CONFLICT,
+                "insufficient_funds",
+                str(short),
+                {"player": player, "balance": short.balance},
+            ) from None
+        except ValueError as error:  # past MONEY_LIMIT
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_amount", str(error)) from None
+        balance = await self.store.balance(player)
+        self.log.info(
+            "operator_" + action, operator=operator, player=player, amount=amount, key=key
+        )
+        return json_response(
+            {
+                "player": player,
+                "balance": movement.balance if balance is None else balance,
+                "movement": movement.to_dict(),
+            }
+        )
+
+    async def _pause(self, table_id: str, paused: bool, operator: str) -> Response:
+        if not table_id or await self.store.rules(table_id) is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, "unknown_table", f"no table {table_id!r}")
+        changed = await self.store.set_paused(table_id, paused)
+        if changed:
+            self.on_pause(table_id)
+            self.log.info(
+                "operator_pause" if paused else "operator_resume",
+                operator=operator,
+                table=table_id,
+            )
+        return json_response({"table": table_id, "paused": paused, "changed": changed})
+
+
+# --- parsing the request ------------------------------------------------------------------
+
+# (method, route shape) -> action; "*" stands for one path segment (an id).
+_ROUTES: dict[tuple[str, ...], tuple[str, str]] = {
+    ("players", "*"): ("GET", "player"),
+    ("players", "*", "credit"): ("POST", "credit"),
+    ("players", "*", "debit"): ("POST", "debit"),
+    ("tables",): ("GET", "tables"),
+    ("tables", "*", "pause"): ("POST", "pause"),
+    ("tables", "*", "resume"): ("POST", "resume"),
+}
+
+
+def _action(method: str, route: list[str]) -> str:
+    """The route's action; ApiError 404 for no route, 405 for another method."""
+    for shape, (wanted, action) in _ROUTES.items():
+        if len(shape) == len(route) and all(s in ("*", r) for s, r in zip(shape, route)):
+            if method != wanted:
+                raise ApiError(
+                    HTTPStatus.METHOD_NOT_ALLOWED,
+                    "method_not_allowed",
+                    f"use {wanted} here",
+                    {"allow": wanted},
+                )
+            return action
+    raise ApiError(HTTPStatus.NOT_FOUND, "not_found", "no such operator route")
+
+
+def _player_id(value: str) -> str:
+    try:
+        return check_player_id(value)
+    except ValueError as error:
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_player", str(error)) from None
+
+
+def _body(posted: Posted | None) -> dict[str, Any]:
+    """The request's JSON object; ApiError 400 otherwise."""
+    raw = posted.body if posted is not None else b""
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise ApiError(
+            HTTPStatus.BAD_REQUEST, "bad_json", "the body must be a JSON object"
+        ) from None
+    if not isinstance(body, dict):
+        raise ApiError(HTTPStatus.BAD_REQUEST, "bad_json", "the body must be a JSON object")
+    return body
+
+
+# Used by GET /api/tables; here so the Node only supplies the node-local counts.
+async def table_rows(store: Store, subscribers: Mapping[str, int]) -> list[dict[str, Any]]:
+    """Every table in the store: its phase and round, whether it is paused (asked, and held
+    by its owner), its owner's lease, this round's bettors and stakes, this node's
+    subscribers."""
+    rows = []
+    for table_id in sorted(await store.table_ids()):
+        lease = await store.lease(table_id)
+        row: dict[str, Any] = {
+            "table": table_id,
+            "paused": await store.paused(table_id),
+            "owner": lease.node if lease else None,
+            "lease_token": lease.token if lease else None,
+            "lease_expires_at": lease.expires_at_ms if lease else None,
+            "subscribers": subscribers.get(table_id, 0),
+        }
+        try:
+            snap = await store.snapshot(table_id, None)
+        except StateUnreadable as error:
+            row["error"] = str(error)
+            rows.append(row)
+            continue
+        if snap is not None:
+            row.update(
+                phase=snap.state.phase.value,
+                round=snap.state.round,
+                holding=snap.state.paused,  # the owner applied the pause: no round is open
+                seq=snap.seq,
+                rules=snap.rules.name,
+                bettors=snap.bettors,
+                staked=sum(snap.totals.values()),
+            )
+        rows.append(row)
+    return rows
