@@ -211,7 +211,9 @@ _ROUTES: dict[tuple[str, ...], tuple[str, str]] = {
 def _action(method: str, route: list[str]) -> str:
     """The route's action; ApiError 404 for no route, 405 for another method."""
     for shape, (wanted, action) in _ROUTES.items():
-        if len(shape) == len(route) and all(s in ("*", r) for s, r in zip(shape, route)):
+        if len(shape) == len(route) and all(
+            s in ("*", r) for s, r in zip(shape, route, strict=True)
+        ):
             if method != wanted:
                 raise ApiError(
                     HTTPStatus.METHOD_NOT_ALLOWED,
