@@ -12,7 +12,7 @@ import itertools
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "ManualClock", "SystemClock"]
+__all__ = ["Clock", "ManualClock", "SystemClock", "honour_swallowed_cancel"]
 
 
 class Clock(Protocol):
@@ -21,7 +21,7 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
 
-def _honour_swallowed_cancel() -> None:
+def honour_swallowed_cancel() -> None:
     """Raise CancelledError if this task was asked to stop and the request got lost.
 
     On Python 3.11, asyncio.wait_for returns the inner result and drops a cancellation that
@@ -39,7 +39,7 @@ class SystemClock:
         return time.time_ns() // 1_000_000
 
     async def sleep(self, seconds: float) -> None:
-        _honour_swallowed_cancel()
+        honour_swallowed_cancel()
         await asyncio.sleep(max(0.0, seconds))
 
 
@@ -55,7 +55,7 @@ class ManualClock:
         return self._now
 
     async def sleep(self, seconds: float) -> None:
-        _honour_swallowed_cancel()
+        honour_swallowed_cancel()
         when = self._now + max(0, round(seconds * 1000))
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (when, next(self._order), future))

@@ -47,7 +47,7 @@ from server.core.table import (
     void_round,
 )
 from server.metrics import Metrics
-from server.runtime.clock import Clock
+from server.runtime.clock import Clock, honour_swallowed_cancel
 from server.store.base import Event, StaleWrite, StateUnreadable, Store, StoreUnavailable
 
 __all__ = ["STEP_ATTEMPTS", "LeaseLost", "TableLoop", "TableWedged", "Timings"]
@@ -305,6 +305,10 @@ class TableLoop:
 
     async def _until_poked(self, seconds: float) -> None:
         """Sleep `seconds` (through the clock), or less if wake() is called meanwhile."""
+        # The sleep runs in a task of its own, whose clock.sleep cannot see a cancel of this
+        # one that a store call swallowed (see clock.py); without this check a paused table's
+        # loop would ignore Node.stop for ever.
+        honour_swallowed_cancel()
         sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
         poked = asyncio.ensure_future(self._poke.wait())
         try:

@@ -50,6 +50,8 @@ def error_response(error: ApiError) -> Response:
     response = json_response(body, error.status)
     if error.status is HTTPStatus.UNAUTHORIZED:
         response.headers["WWW-Authenticate"] = 'Bearer realm="baccarat"'
+    if error.status is HTTPStatus.METHOD_NOT_ALLOWED and error.extra:
+        response.headers["Allow"] = error.extra["allow"]
     return response
 
 
