@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import pytest
 
+from server.core.rules import rules_preset
 from server.core.table import Phase, TableState, open_round, pause_table, resume_table
 
 
@@ -26,10 +28,6 @@ def test_a_round_in_play_is_never_paused() -> None:
         pause_table(TableState("t1", phase=Phase.BETTING, round=1))
     with pytest.raises(AssertionError):
         resume_table(TableState("t1"))  # not paused
-    import random
-
-    from server.core.rules import rules_preset
-
     paused = TableState("t1", paused=True)
     with pytest.raises(AssertionError):
         open_round(paused, rules_preset("classic8"), 0, 1000, random.Random(1))
