@@ -22,7 +22,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
 from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from server.transport.http_body import API_PREFIX, posted_body
+from server.transport.http_body import API_PREFIX, posted_body, request_method
 
 if TYPE_CHECKING:  # operator_api builds its answers with this module's json_response
     from server.transport.operator_api import OperatorApi
@@ -101,7 +101,8 @@ class HttpRoutes:
         if path == "/readyz":
             return await self._ready()
         if path.startswith(API_PREFIX) and self.api is not None:
-            return await self.api(request, path, posted_body(connection))
+            method = request_method(connection, request)
+            return await self.api(request, method, path, posted_body(connection))
         if path == "/status":
             return await self._status(request)
         if path == "/metrics" and self.metrics is not None:

@@ -3,10 +3,11 @@
 websockets' HTTP/1.1 parser is made for handshakes and refuses any request with a body. The
 server's connection class reads the body of a `POST /api/...` itself: it holds the bytes back
 until the head and `Content-Length` bytes of body are in, keeps the body on the connection
-(`posted_body`) and hands websockets the head without its body headers, so process_request
-sees an ordinary request. Only what starts with `POST ` is held back; a WebSocket handshake
-passes straight through. A body that never completes is cut off by the handshake timeout
-(websockets' open_timeout), as a slow handshake is.
+(`posted_body`) and hands websockets the head without its body headers and with GET for POST
+(websockets before 16 passes only GETs to process_request), so process_request sees an
+ordinary request; `request_method` tells the real method. Only what starts with `POST ` is
+held back; a WebSocket handshake passes straight through. A body that never completes is cut
+off by the handshake timeout (websockets' open_timeout), as a slow handshake is.
 
 A body we will not read is not read at all: the request still reaches process_request, with
 the refusal instead of a body (413 too large, 411 chunked or without a length, 400 a
@@ -21,6 +22,7 @@ from http import HTTPStatus
 from typing import TypeVar, cast
 
 from websockets.asyncio.server import ServerConnection
+from websockets.http11 import Request
 
 __all__ = [
     "API_PREFIX",
@@ -29,6 +31,7 @@ __all__ = [
     "Posted",
     "posted_body",
     "reading_bodies",
+    "request_method",
 ]
 
 API_PREFIX = "/api/"
@@ -134,7 +137,7 @@ class BodyReading(ServerConnection):
         connection closes once the request is answered."""
         self.posted = posted
         self._held, self._dropping = None, True
-        kept = [lines[0]] + [
+        kept = [b"GET " + lines[0].removeprefix(_POST)] + [
             line
             for line in lines[1:]
             if line.partition(b":")[0].strip().lower() not in _BODY_HEADERS
@@ -151,3 +154,10 @@ def reading_bodies(connection_class: type[_C]) -> type[_C]:
     """The server's connection class, also reading small POST bodies (BodyReading goes first
     in its method order, so it sees the bytes before websockets does)."""
     return cast("type[_C]", type(connection_class.__name__, (BodyReading, connection_class), {}))
+
+
+def request_method(connection: ServerConnection, request: Request) -> str:
+    """The request's real method: POST when its body was read here (websockets saw a GET)."""
+    if posted_body(connection) is not None:
+        return "POST"
+    return str(getattr(request, "method", "GET"))  # websockets < 16: only GETs get here

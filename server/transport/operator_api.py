@@ -96,11 +96,13 @@ class OperatorApi:
             return error_response(error)
         return None
 
-    async def __call__(self, request: Request, path: str, posted: Posted | None) -> Response:
+    async def __call__(
+        self, request: Request, method: str, path: str, posted: Posted | None
+    ) -> Response:
         action = "unknown"
         try:
             route = path.removeprefix(API_PREFIX).split("/")
-            action = _action(request.method, route)
+            action = _action(method, route)
             if posted is not None and posted.refused is not None:
                 status, reason = posted.refused
                 raise ApiError(status, _REFUSED_BODY.get(status, "bad_request"), reason)

@@ -195,6 +195,7 @@ async def test_unknown_routes_and_wrong_methods(make_node: NodeFactory) -> None:
     wrong = await call(node, "GET", CREDIT, token=token)
     assert wrong.status == 405 and wrong.json()["allow"] == wrong.headers["allow"] == "POST"
     assert (await call(node, "POST", "/api/tables", b"{}", token)).status == 405
+    assert (await call(node, "DELETE", "/api/players/alice", token=token)).status == 405
 
 
 # --- request bodies --------------------------------------------------------------------------
