@@ -295,7 +295,8 @@ class PlayerSession:
     # --- commands -------------------------------------------------------------------------
     async def _bet(self, bet: Bet) -> None:
         if self.player is None:
-            self._reject(bet, RejectCode.NOT_A_PLAYER, f"a {self.role} cannot bet")
+            message = f"only players bet; this connection's role is {self.role}"
+            self._reject(bet, RejectCode.NOT_A_PLAYER, message)
             return
         try:
             self._known_table(bet.table)
