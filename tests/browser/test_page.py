@@ -8,8 +8,6 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from server.core.roads import build_roads
 from tests.browser.harness import ROUND_SECONDS, LiveServer, Observer, within
 
