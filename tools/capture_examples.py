@@ -739,8 +739,6 @@ async def capture_history_loss() -> None:
         await e1.until(is_type("joined"), show_skipped=True)
         await e1.until(lambda m: m.get("type") == "event")
         await e1.close()
-
-
 async def capture_limits() -> None:
     """Issue 7's limits: strings UTF-8 cannot carry, rates, a flood, replay pages."""
     settings = Settings(
