@@ -351,7 +351,7 @@ def test_spectator_watches_without_betting(open_page: PageFactory, server: LiveS
 def test_refresh_and_token_link_are_the_same_player(
     open_page: PageFactory, server: LiveServer, observer: Callable[[str], Observer]
 ) -> None:
-    assert observer("t1").welcome["token"]  # demo mode: every guest gets one
+    assert observer("t1").welcome["token"]  # every guest gets one to come back with
     page = open_page("/#/t/t1")
     wait_open(page)
     player = page.get_by_test_id("player").get_attribute("data-player")
