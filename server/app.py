@@ -147,6 +147,9 @@ class Node:
             ),
             max_replay_events=settings.max_replay_events,
             metrics=self.metrics,
+            auth=self.auth,
+            guest_ttl_ms=settings.guest_ttl * 1000,
+            max_connections_per_player=settings.max_connections_per_player,
         )
         self.metrics.watch_connections(self._connection_counts)
         self.server: Server | None = None
@@ -239,8 +242,7 @@ class Node:
                     self.log.info("guests_expired", count=removed)
 
     def _connection_counts(self) -> Counter[tuple[str, str]]:
-        # Every connection is a guest player until issue 8 brings roles.
-        return Counter(("player", s.encoding.name.lower()) for s in self.ctx.sessions)
+        return Counter((s.role, s.encoding.name.lower()) for s in self.ctx.sessions)
 
     def wake_table(self, table_id: str) -> None:
         """An operator paused or resumed a table: its loop looks now if this node owns it."""

@@ -120,8 +120,8 @@ export class RecallPanel {
     const staked = bets.reduce((sum, b) => sum + (b.amount || 0), 0);
     const credit = payouts.reduce((sum, p) => sum + (p.credit || 0), 0);
     const winner = r.winner ?? r.result?.winner;
-    const pt = r.player_total ?? r.result?.player_total;
-    const bt = r.banker_total ?? r.result?.banker_total;
+    const pt = r.totals?.player ?? r.player_total ?? r.result?.player_total;
+    const bt = r.totals?.banker ?? r.banker_total ?? r.result?.banker_total;
     const parts = [`#${r.round}`];
     const when = r.ts ?? r.time ?? r.settled_at;
     if (when) parts.push(clockTime(when));
@@ -130,7 +130,8 @@ export class RecallPanel {
     if (cards) parts.push(cards);
     if (bets.length) parts.push(`bets ${bets.map((b) => `${spotLabel(b.spot)} ${money(b.amount)}`).join(", ")}`);
     if (payouts.length) parts.push(`result ${signedMoney(credit - staked)}`);
-    if (typeof r.balance === "number") parts.push(`balance ${money(r.balance)}`);
+    const after = r.balance_after ?? r.balance;
+    if (typeof after === "number") parts.push(`balance ${money(after)}`);
     return h(
       "li",
       { "data-round": r.round, "data-testid": "history-round" },

@@ -26,6 +26,7 @@ from typing import Any
 from server.core.cards import RANKS, Card, Suit, card_value
 from server.core.coup import Coup, resolve_coup
 from server.core.errors import NotEnoughCards
+from server.core.table import result_fields
 
 __all__ = ["Problem", "ProblemKind", "RoundView", "TableChecker"]
 
@@ -252,17 +253,7 @@ class TableChecker:
         hands = [hand for hand, _ in view.cards[: coup.cards_used]]
         if hands != [hand.value for hand, _ in coup.deal_order]:
             problems.append(self._mismatch(round_no, f"cards dealt to hands {hands}"))
-        expected = {
-            "winner": coup.winner.value,
-            "player_total": coup.player_total,
-            "banker_total": coup.banker_total,
-            "natural": coup.natural,
-            "player_pair": coup.player_pair,
-            "banker_pair": coup.banker_pair,
-            "cards_used": coup.cards_used,
-            "player": [str(card) for card in coup.player],
-            "banker": [str(card) for card in coup.banker],
-        }
+        expected = result_fields(coup)
         for name, value in expected.items():
             if event.get(name) != value:
                 detail = f"round_result {name} {event.get(name)!r}, the cards say {value!r}"

@@ -118,6 +118,8 @@ class Ledger:
         self.balance = balance
         if not self.synced and sent.round > self.resync_after:
             self._resync(sent.round, balance + money.debits)
+            # The new origin is the balance before this round's bets: the round is judged.
+            money.carried = False
         if self.synced:
             self.waiting.append(_Report(sent.round, money.debits, balance))
         return problems + self._judge()

@@ -19,6 +19,7 @@ class RejectCode(StrEnum):
     UNKNOWN_TABLE = "UNKNOWN_TABLE"
     UNAVAILABLE = "UNAVAILABLE"
     RATE_LIMITED = "RATE_LIMITED"  # over the connection's bet rate (transport)
+    NOT_A_PLAYER = "NOT_A_PLAYER"  # a spectator or operator connection: no wallet, no bets
 
 
 class BetRejected(Exception):

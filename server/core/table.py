@@ -32,6 +32,7 @@ __all__ = [
     "pause_table",
     "publish_totals",
     "restart_table",
+    "result_fields",
     "result_letter",
     "resume_table",
     "settle_round",
@@ -266,7 +267,7 @@ def deal_next_card(state: TableState) -> Transition:
     results = state.results
     if dealt == coup.cards_used:
         results += RESULT_LETTERS[coup.winner.value]
-        events.append(event(EventKind.ROUND_RESULT, **_result_fields(coup)))
+        events.append(event(EventKind.ROUND_RESULT, **result_fields(coup)))
     next_state = _advance(state, shoe=shoe, dealt=dealt, results=results, last_hand=last_hand)
     return Transition(next_state, events)
 
@@ -284,7 +285,8 @@ def _coup_fits(shoe: Shoe, start: int) -> bool:
     return True
 
 
-def _result_fields(coup: Coup) -> dict[str, object]:
+def result_fields(coup: Coup) -> dict[str, object]:
+    """The fields of a `round_result` event: what the coup's cards decide."""
     return {
         "winner": coup.winner.value,
         "player_total": coup.player_total,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import structlog
 
 from server.core.bets import BetTotals, Payout
-from server.core.errors import NotEnoughCards
+from server.core.errors import BetRejected, NotEnoughCards
 from server.core.recall import round_summary
 from server.core.rules import TableRules
 from server.core.table import (
@@ -167,9 +167,15 @@ class TableLoop:
 
     async def release(self) -> None:
         """Give the table up (graceful drain): another node can take it at once."""
-        if self.token is not None:
-            await self.store.release_lease(self.table_id, self.node_id, self.token)
-            self.token = None
+        if self.token is None:
+            return
+        token, self.token = self.token, None
+        try:
+            await self.store.release_lease(self.table_id, self.node_id, token)
+        except (BetRejected, StoreUnavailable) as error:
+            # The store lost the table (came back empty) or is down: there is nothing to hand
+            # over, or the lease expires by itself. Either way the node's stop goes on.
+            self.log.warning("release_failed", error=str(error))
 
     @property
     def _ttl_ms(self) -> int:

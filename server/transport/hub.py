@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import contextvars
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -45,6 +45,7 @@ CHECK_INTERVAL_S = 1.0  # how often a feed checks that the stored history did no
 TASK_ATTEMPTS = 5  # a background task is tried this many times before it is given up
 RETRY_DELAY_S = 0.2  # the pause before its first retry; it doubles for each next one
 FOLLOWER_PAUSE_S = 0.5  # the follower's pause after a store error, before it reads again
+SETTLING_KINDS = ("round_settled", "round_voided")  # events after which players get settlements
 
 
 class GapDetected(Exception):
@@ -54,8 +55,12 @@ class GapDetected(Exception):
 class Subscriber(Protocol):
     """What the hub needs of a client session."""
 
-    encoding: Encoding
-    player: str
+    @property
+    def encoding(self) -> Encoding: ...
+
+    @property
+    def player(self) -> str | None:
+        """Whose settlements it gets: None for a spectator or an operator."""
 
     @property
     def connection(self) -> object: ...
@@ -199,10 +204,31 @@ class TableFeed:
                 del self.waiting[sub]
                 if self._attach(sub, after) is None:
                     self._resync(sub)  # its place is no longer cached: never drop it silently
-        if event.get("kind") in ("round_settled", "round_voided"):
+        if event.get("kind") in SETTLING_KINDS:
+            # Every local player at this table gets it, whoever placed the bet and wherever
+            # (another tab, another node, a connection since closed).
             bettors = self.bettors.pop(event["round"], set())
-            if bettors:
-                self.hub.spawn_settlements(self.table_id, event["round"], bettors)
+            players = self.joined_players()
+            if bettors or players:
+                self.hub.spawn_settlements(self.table_id, event["round"], bettors, players)
+
+    def joined_players(self) -> set[str]:
+        """The players of this feed's live subscribers (spectators have none)."""
+        return {
+            sub.player
+            for subs in self.subscribers.values()
+            for sub in subs.values()
+            if sub.player is not None
+        }
+
+    def settled_rounds(self, after: int, upto: int) -> list[int]:
+        """The rounds settled or voided by the cached events with after < seq <= upto (what a
+        join's catch-up from this cache sent)."""
+        return [
+            cached.event["round"]
+            for cached in self.recent
+            if after < cached.event["seq"] <= upto and cached.event.get("kind") in SETTLING_KINDS
+        ]
 
     def _cached(self, seq: int) -> _Cached | None:
         back = self.last_seq - seq  # recent holds consecutive seqs ending at last_seq
@@ -282,7 +308,27 @@ class Hub:
         self._send_settlement = send_settlement
         self._tasks: set[asyncio.Task[bool]] = set()
         self._starting: dict[str, asyncio.Future[TableFeed]] = {}
+        # Every live local session of each player, joined to a table or not: a settlement
+        # goes to all of them (two tabs see the same wallet).
+        self.players: dict[str, set[Subscriber]] = {}
         self.log = structlog.get_logger("hub")
+
+    # --- the players' sessions on this node ----------------------------------------------------
+    def register(self, sub: Subscriber) -> None:
+        if sub.player is not None:
+            self.players.setdefault(sub.player, set()).add(sub)
+
+    def unregister(self, sub: Subscriber) -> None:
+        if sub.player is None:
+            return
+        sessions = self.players.get(sub.player)
+        if sessions is not None:
+            sessions.discard(sub)
+            if not sessions:
+                del self.players[sub.player]
+
+    def sessions_of(self, player: str) -> set[Subscriber]:
+        return set(self.players.get(player, ()))
 
     async def feed(self, table_id: str) -> TableFeed:
         """The table's feed, starting its follower and watchdog on first use."""
@@ -467,30 +513,44 @@ class Hub:
         self.log.error("task_gave_up", task=name, attempts=attempts, **context)
         return False
 
-    def spawn_settlements(self, table_id: str, round_no: int, bettors: set[Subscriber]) -> None:
+    def spawn_settlements(
+        self,
+        table_id: str,
+        round_no: int,
+        bettors: set[Subscriber],
+        players: Collection[str] = (),
+    ) -> None:
         self.spawn(
             "settlements",
-            lambda: self.send_settlements(table_id, round_no, bettors),
+            lambda: self.send_settlements(table_id, round_no, bettors, players),
             table=table_id,
             round=round_no,
         )
 
     async def send_settlements(
-        self, table_id: str, round_no: int, bettors: set[Subscriber]
+        self,
+        table_id: str,
+        round_no: int,
+        bettors: set[Subscriber],
+        players: Collection[str] = (),
     ) -> None:
-        """Read every bettor's settlement in one batch, then deliver each on its own: only
-        the read can fail (and be retried), and one failed delivery stops no other."""
-        found = await self.store.settlements(table_id, round_no, {s.player for s in bettors})
-        for sub in list(bettors):
-            settlement = found.get(sub.player)
-            if settlement is None:
-                continue
-            try:
-                self._send_settlement(sub, settlement)
-            except Exception:
-                self.log.exception(
-                    "settlement_not_delivered", table=table_id, round=round_no, player=sub.player
-                )
+        """Read the settlements of the local sessions that bet in the round and of `players`
+        (those joined to the table) in one batch, then deliver each to every live session of
+        its player on this node (and to the sessions that bet), each delivery on its own:
+        only the read can fail (and be retried), and one failed delivery stops no other."""
+        wanted = {s.player for s in bettors if s.player is not None} | set(players)
+        if not wanted:
+            return
+        found = await self.store.settlements(table_id, round_no, wanted)
+        for player, settlement in found.items():
+            targets = self.sessions_of(player) | {s for s in bettors if s.player == player}
+            for sub in targets:
+                try:
+                    self._send_settlement(sub, settlement)
+                except Exception:
+                    self.log.exception(
+                        "settlement_not_delivered", table=table_id, round=round_no, player=player
+                    )
 
     def unsubscribe_everywhere(self, sub: Subscriber) -> None:
         for feed in self.feeds.values():

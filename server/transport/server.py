@@ -1,5 +1,7 @@
 """The WebSocket server: subprotocol choice, frame and handshake limits, one Session per
-connection, a cap on connections per client address and an Origin allow-list."""
+connection, a cap on connections per client address and an Origin allow-list. Who a
+connection is gets decided before the upgrade (server/auth.py): a refusal is an HTTP answer
+with a one-line reason and no WebSocket, and so is one connection too many of one player."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 from websockets.typing import Origin, Subprotocol
 
+from server.auth import Admission, AuthError, parse_query
 from server.transport.http import WS_PATH, HttpRoutes, decode_path, text_response
 from server.transport.http_body import reading_bodies
 from server.transport.session import Session, SessionContext
@@ -50,13 +53,50 @@ def _peer_ip(transport: asyncio.BaseTransport) -> str:
     return str(peer[0]) if isinstance(peer, tuple) and peer else "?"
 
 
+def _admit(
+    connection: ServerConnection, request: Request, ctx: SessionContext, per_player: Counter[str]
+) -> Response | None:
+    """Who the handshake is, before the upgrade: kept on the connection for its session, or
+    refused with the policy's status (401; 400 for a malformed query) and a one-line reason.
+    One connection more than --max-connections-per-player of one player gets 429."""
+    policy = ctx.auth
+    if policy is None:
+        return None  # no policy: every connection is a new guest (see Session)
+    try:
+        admission = policy.authenticate(parse_query(request.path), request.headers)
+    except AuthError as error:
+        return text_response(HTTPStatus(error.status), error.reason + "\n")
+    player = admission.identity.player
+    cap = ctx.max_connections_per_player
+    if player is not None and cap and per_player[player] >= cap:
+        return text_response(
+            HTTPStatus.TOO_MANY_REQUESTS, f"too many connections for player {player}\n"
+        )
+    if player is not None:
+        per_player[player] += 1
+    connection.admission = admission  # type: ignore[attr-defined]
+    return None
+
+
+def _forget_player(per_player: Counter[str], admission: Admission | None) -> None:
+    player = admission.identity.player if admission is not None else None
+    if player is not None:
+        per_player[player] -= 1
+        if per_player[player] <= 0:
+            del per_player[player]
+
+
 async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) -> Server:
     # Every open TCP connection per client address, counted from accept to close, so
     # handshakes in flight count too and a burst of them cannot pass the cap together.
     per_ip: Counter[str] = Counter()
 
+    # Open connections per player on this node, counted from admission to close.
+    per_player: Counter[str] = Counter()
+
     class Connection(ServerConnection):
         peer_ip = "?"
+        admission: Admission | None = None  # who the handshake admitted (/ws only)
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             self.peer_ip = _peer_ip(transport)
@@ -67,18 +107,22 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
             per_ip[self.peer_ip] -= 1
             if per_ip[self.peer_ip] <= 0:
                 del per_ip[self.peer_ip]
+            _forget_player(per_player, self.admission)
             super().connection_lost(exc)
 
     async def process_request(connection: ServerConnection, request: Request) -> Response | None:
-        cap = listen.max_connections_per_ip
-        if cap and decode_path(request.path) == WS_PATH:
+        if decode_path(request.path) == WS_PATH:
             assert isinstance(connection, Connection)
-            if per_ip[connection.peer_ip] > cap:  # this connection is counted already
+            cap = listen.max_connections_per_ip
+            if cap and per_ip[connection.peer_ip] > cap:  # this connection is counted already
                 return text_response(HTTPStatus.TOO_MANY_REQUESTS, "too many connections\n")
+            refused = _admit(connection, request, ctx, per_player)
+            if refused is not None:
+                return refused
         return await routes(connection, request)
 
     async def handler(ws: ServerConnection) -> None:
-        await Session(ws, ctx).serve()
+        await Session(ws, ctx, getattr(ws, "admission", None)).serve()
 
     # No Origin header (a non-browser client) is always allowed; browsers must match exactly.
     origins: list[Origin | None] | None = None

@@ -19,12 +19,15 @@ from typing import Any
 from server.wire.codec import has_lone_surrogate
 
 __all__ = [
+    "HISTORY_DEFAULT",
+    "HISTORY_MAX",
     "INT64",
     "MAX_ID_LENGTH",
     "Bet",
     "Command",
     "ErrorCode",
     "ErrorReply",
+    "History",
     "Join",
     "Leave",
     "Ping",
@@ -37,6 +40,8 @@ __all__ = [
 
 MAX_ID_LENGTH = 64
 INT64 = range(-(2**63), 2**63)  # integer fields: what msgpack, Redis and Lua all hold exactly
+HISTORY_DEFAULT = 20  # rounds in a history answer when the client names no limit
+HISTORY_MAX = 100
 
 
 class ErrorCode(StrEnum):
@@ -99,7 +104,15 @@ class Ping:
     ref: object
 
 
-Command = Join | Leave | Bet | Replay | Ping
+@dataclass(frozen=True, slots=True)
+class History:
+    """Game recall: the player's last `limit` rounds, newest first (this table's only if given)."""
+
+    table: str | None = None
+    limit: int = HISTORY_DEFAULT
+
+
+Command = Join | Leave | Bet | Replay | Ping | History
 
 
 def _field(message: dict[Any, Any], name: str, kind: type, optional: bool = False) -> Any:
@@ -147,6 +160,14 @@ def _parse_replay(m: dict[Any, Any]) -> Command:
     return Replay(_field(m, "table", str), _field(m, "round", int), after)
 
 
+def _parse_history(m: dict[Any, Any]) -> Command:
+    limit = _field(m, "limit", int, optional=True)
+    if limit is not None and not 1 <= limit <= HISTORY_MAX:
+        raise ErrorReply(ErrorCode.BAD_FIELD, f"history: 'limit' must be 1-{HISTORY_MAX}")
+    table = _field(m, "table", str, optional=True)
+    return History(table, HISTORY_DEFAULT if limit is None else limit)
+
+
 def echo_ref(message: object) -> str | int | None:
     """The message's `ref` if it is one we echo back: a short string or an integer both
     encodings can carry (msgpack stops at 64 bits); anything else is answered as no ref."""
@@ -170,6 +191,7 @@ _PARSERS: dict[str, Callable[[dict[Any, Any]], Command]] = {
     "bet": _parse_bet,
     "replay": _parse_replay,
     "ping": _parse_ping,
+    "history": _parse_history,
 }
 
 

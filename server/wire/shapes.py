@@ -14,7 +14,7 @@ with `kind`; the core builds payloads (server/core/events.py), the store stamps 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, TypedDict, cast
+from typing import Any, Literal, TypedDict, cast
 
 from server.core.bets import Bet, Payout
 from server.core.cards import Card
@@ -89,6 +89,7 @@ __all__ = [
     "left",
     "payout_view",
     "pong",
+    "recalled_round",
     "replay",
     "roads_view",
     "rules_view",
@@ -721,6 +722,25 @@ def history_round(
         "winner": winner,
         "payouts": list(payouts),
         "balance_after": balance_after,
+    }
+
+
+def recalled_round(record: Mapping[str, Any]) -> HistoryRound:
+    """A store's game-recall record (Wallet.history) as the wire shows it: the hands' totals
+    in one map (0 and 0 for a voided round, whose winner is None)."""
+    return {
+        "table": record["table"],
+        "round": record["round"],
+        "time": record["time"],
+        "bets": list(record["bets"]),
+        "cards": list(record["cards"]),
+        "totals": {
+            "player": record["player_total"] or 0,
+            "banker": record["banker_total"] or 0,
+        },
+        "winner": record["winner"],
+        "payouts": list(record["payouts"]),
+        "balance_after": record["balance_after"],
     }
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from server.core.cards import parse_card
 from server.core.coup import resolve_coup
+from server.core.table import result_fields as core_result_fields
 
 Message = dict[str, Any]
 TABLE = "t1"
@@ -63,18 +64,7 @@ class Stream:
 
 
 def result_fields(cards: str) -> dict[str, Any]:
-    coup = resolve_coup([parse_card(word) for word in cards.split()])
-    return {
-        "winner": coup.winner.value,
-        "player_total": coup.player_total,
-        "banker_total": coup.banker_total,
-        "natural": coup.natural,
-        "player_pair": coup.player_pair,
-        "banker_pair": coup.banker_pair,
-        "cards_used": coup.cards_used,
-        "player": [str(card) for card in coup.player],
-        "banker": [str(card) for card in coup.banker],
-    }
+    return core_result_fields(resolve_coup([parse_card(word) for word in cards.split()]))
 
 
 BANKER_WINS = "Ks 6c Ks Ac 5s 2d"  # the protocol doc's round: Banker 7 beats Player 5

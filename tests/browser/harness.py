@@ -54,6 +54,15 @@ TIMINGS: dict[str, Any] = {
     "lease_ttl": 3.0,
 }
 TABLES = "t1=classic8,t2=punto6"
+# The nodes of one live server share a secret, as a cluster does (a demo node's own random
+# secret would make a restarted node refuse the page's stored guest token): guests, anonymous
+# spectators and the demo balance stay on, as in demo mode.
+SHARED_IDENTITY: dict[str, Any] = {
+    "secret": "browser-tests-" + "0" * 32,
+    "allow_guests": True,
+    "allow_anonymous_spectators": True,
+    "initial_balance": 1_000_000,
+}
 ROUND_SECONDS = 5.0 * SCALE
 
 Message = dict[str, Any]
@@ -83,7 +92,13 @@ class LiveServer:
     """Server nodes on a loop of their own, driven from the (synchronous) test thread."""
 
     def __init__(self, tables: str = TABLES, **overrides: Any) -> None:
-        self.overrides = {"tables": tables, "static_dir": str(CLIENT_DIR), **TIMINGS, **overrides}
+        self.overrides = {
+            "tables": tables,
+            "static_dir": str(CLIENT_DIR),
+            **TIMINGS,
+            **SHARED_IDENTITY,
+            **overrides,
+        }
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="live-server")
         self.thread.start()

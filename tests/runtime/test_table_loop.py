@@ -277,6 +277,25 @@ async def test_release_hands_the_table_over_at_once() -> None:
         assert lease is not None and lease.node == "b"
 
 
+async def test_release_after_the_store_lost_the_table_does_not_raise() -> None:
+    """A store that came back empty (Redis restarted without its data) has no lease to give
+    up: release() logs it and returns, so a node's stop goes on to its other tables."""
+    clock = ManualClock()
+    store = await _store(clock)
+    loop = _loop(store, clock, "a")
+    task = asyncio.create_task(loop.run())
+    await _settle()
+    assert loop.owning
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    store._tables.clear()  # what a Redis restarted from nothing holds
+    with structlog.testing.capture_logs() as logs:
+        await loop.release()
+    assert loop.token is None
+    assert [e["event"] for e in logs] == ["release_failed"]
+
+
 async def test_stale_owner_cannot_commit_and_steps_down() -> None:
     """Once its fencing token is replaced, a loop's commit raises StaleWrite and it stops."""
     clock = ManualClock()

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+from redis.asyncio import Redis
 
 from server.store.base import DEFAULT_HISTORY_EVENTS, DEFAULT_HISTORY_ROUNDS, Store
 from server.store.memory import MemoryStore
@@ -100,3 +101,11 @@ def advance(engine: str, clock: ManualClock, store: Store) -> Advance:
                 await asyncio.sleep(0.005)  # polls Redis's clock; bounded by the timeout
 
     return advance_ms
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[Redis]:
+    """A plain client of the session's Redis, to look at or damage what a store wrote."""
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()

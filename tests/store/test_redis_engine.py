@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,13 +25,6 @@ pytestmark = pytest.mark.redis
 def engine() -> str:
     """Only the Redis engine here."""
     return "redis"
-
-
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 def prefix_of(store: Store) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from redis.asyncio import Redis
 
@@ -18,13 +16,6 @@ pytestmark = pytest.mark.redis
 def engine() -> str:
     """Only the Redis engine here."""
     return "redis"
-
-
-@pytest.fixture
-async def raw(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 def _state_key(store: Store) -> str:

@@ -276,6 +276,41 @@ async def test_one_failed_settlement_delivery_stops_no_other(
     assert failure["player"] == failed[0]
 
 
+async def test_a_settlement_reaches_every_local_session_of_the_player(
+    store: MemoryStore, make_hub: Make
+) -> None:
+    """One store read per round; each settlement goes to every registered session of its
+    player (one that bet, one that only sits there) and to a player joined to the table who
+    bet elsewhere; spectators (no player) and other players get nothing."""
+    delivered: list[tuple[FakeSub, int]] = []
+    done = asyncio.Event()
+
+    def send(sub: Subscriber, settlement: object) -> None:
+        assert isinstance(sub, FakeSub) and isinstance(settlement, Settlement)
+        delivered.append((sub, settlement.round))
+        if len(delivered) == 3:
+            done.set()
+
+    hub = make_hub(store, send, check_interval=QUIET)
+    feed = await hub.feed(TABLE)
+    owner, round_no = await _round_with_bettors(store, ["alice", "bob"])
+    betting_tab, idle_tab = FakeSub("alice"), FakeSub("alice")
+    joined_elsewhere, watcher, other = FakeSub("bob"), FakeSub(), FakeSub("carol")
+    watcher.player = None  # type: ignore[assignment]
+    for sub in (betting_tab, idle_tab, joined_elsewhere, watcher, other):
+        hub.register(sub)
+    for sub in (joined_elsewhere, watcher):
+        assert feed.subscribe_after(sub, feed.last_seq) is not None
+    feed.bettors[round_no] = {betting_tab}
+    hub.offer(TABLE, await owner.finish())
+    await asyncio.wait_for(done.wait(), within())
+    assert sorted((id(s), r) for s, r in delivered) == sorted(
+        (id(s), round_no) for s in (betting_tab, idle_tab, joined_elsewhere)
+    )
+    hub.unregister(idle_tab)
+    assert hub.sessions_of("alice") == {betting_tab}
+
+
 class FlakyStore(MemoryStore):
     """A memory store whose first settlement read fails, as a Redis going down would."""
 

@@ -1,5 +1,5 @@
-"""Every message a running node sends fits its shape in server/wire/shapes.py (fields that
-issues 7 and 8 add aside: see tests/wire/today.py), in both encodings."""
+"""Every message a running node sends fits its shape in server/wire/shapes.py, every field
+included (tests/wire/today.py forgives nothing now), in both encodings."""
 
 from __future__ import annotations
 
@@ -33,7 +33,8 @@ class Recorder:
 async def test_a_session_sends_only_well_shaped_messages(
     node: Node, open_client: ClientFactory, encoding: Encoding
 ) -> None:
-    """welcome, snapshot, joined, events, bet answers, settlement, replay, pong, error, left."""
+    """welcome, snapshot, joined, events, bet answers, settlement, replay, history, pong, error,
+    left."""
     rec = Recorder(await open_client(node, encoding))
     await rec.send({"type": "join", "table": TABLE})
     await rec.until("joined")
@@ -47,6 +48,8 @@ async def test_a_session_sends_only_well_shaped_messages(
     await rec.until("settlement")
     await rec.send({"type": "replay", "table": TABLE, "round": round_no})
     await rec.until("replay")
+    await rec.send({"type": "history"})
+    assert (await rec.until("history"))["rounds"]
     await rec.send({"type": "join", "table": TABLE, "since": 1_000_000})  # a recovered snapshot
     await rec.until("joined")
     await rec.send({"type": "ping", "ref": 7})
@@ -58,7 +61,7 @@ async def test_a_session_sends_only_well_shaped_messages(
     types = {m["type"] for m in rec.seen}
     assert types >= {
         "welcome", "snapshot", "joined", "event", "bet_accepted", "bet_rejected", "settlement",
-        "replay", "pong", "error", "left",
+        "replay", "history", "pong", "error", "left",
     }  # fmt: skip
     assert any(m.get("recovered") is False for m in rec.seen)
     for message in rec.seen:

@@ -1,0 +1,426 @@
+"""Players who stay themselves (issue 8), over real WebSockets on both engines: tokens admitted
+or refused at the handshake, guests who come back with their token, one wallet for every
+connection of a player (and every node), resume after a drop, spectators, the per-player cap,
+game recall, and guests that leave Redis no bigger once they expire."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+from websockets.typing import Subprotocol
+
+from server.app import Node
+from server.auth import mint_token
+from server.config import Settings
+from server.wire.codec import Encoding
+from server.wire.shape_check import message_problems
+from tests.redis_server import delete_keys
+from tests.transport.conftest import FAST, TABLE, Client, Message, NodeFactory, within
+
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = "s" * 40  # shared by every node of a test that configures one
+FUNDS = 100_000
+
+
+Dial = Callable[..., Awaitable[Client]]
+
+
+@pytest.fixture
+async def dial() -> AsyncIterator[Dial]:
+    """Connect to a node's /ws with query parameters and headers; read the welcome."""
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def factory(
+            node: Node, headers: dict[str, str] | None = None, **query: str
+        ) -> Client:
+            url = f"ws://127.0.0.1:{node.port}/ws"
+            if query:
+                url += "?" + urlencode(query)
+            ws = await stack.enter_async_context(
+                connect(
+                    url,
+                    subprotocols=[Subprotocol(Encoding.JSON.value)],
+                    additional_headers=headers,
+                    open_timeout=within(),
+                )
+            )
+            client = Client(ws)
+            client.welcome = await client.reply("welcome")
+            return client
+
+        yield factory
+
+
+async def _refusal(node: Node, headers: dict[str, str] | None = None, **query: str) -> Any:
+    url = f"ws://127.0.0.1:{node.port}/ws" + ("?" + urlencode(query) if query else "")
+    with pytest.raises(InvalidStatus) as refused:
+        async with connect(url, additional_headers=headers, open_timeout=within()):
+            pass
+    return refused.value.response
+
+
+def _bet(round_no: int, bet_id: str, amount: int = 1_000, spot: str = "banker") -> Message:
+    return {
+        "type": "bet",
+        "table": TABLE,
+        "round": round_no,
+        "bet_id": bet_id,
+        "spot": spot,
+        "amount": amount,
+    }
+
+
+async def _bet_next_round(client: Client, bet_id: str, amount: int = 1_000) -> Message:
+    """On a joined client: wait for the next round to open and bet in it; the bet_accepted."""
+    seen = max((e["round"] for e in client.events), default=0)
+    opened = await client.event("round_opened", seen)
+    await client.send(_bet(opened["round"], bet_id, amount))
+    return await client.reply("bet_accepted")
+
+
+async def _settlement(client: Client, round_no: int) -> Message:
+    return await client.expect(lambda m: m["type"] == "settlement" and m["round"] == round_no)
+
+
+def _player_token(player: str, role: str = "player") -> str:
+    return mint_token(SECRET, player, role=role, ttl_s=600)
+
+
+# --- tokens at the handshake ------------------------------------------------------------------
+
+
+async def test_no_token_where_one_is_required_is_401_with_a_reason(
+    make_node: NodeFactory,
+) -> None:
+    """With a secret and no guests or anonymous spectators: no token, a bad token, one of
+    another secret or an expired one get HTTP 401 and a one-line reason; no WebSocket. A
+    malformed query is 400."""
+    node = await make_node(secret=SECRET)
+    cases: list[tuple[dict[str, str], dict[str, str] | None, int, str]] = [
+        ({}, None, 401, "a token is required"),
+        ({"role": "spectator"}, None, 401, "a token is required to watch"),
+        ({"token": "junk"}, None, 401, "token is malformed"),
+        ({"token": mint_token("o" * 40, "alice")}, None, 401, "signature does not match"),
+        ({"token": mint_token(SECRET, "alice", ttl_s=1, now=1)}, None, 401, "token expired"),
+        ({}, {"Authorization": "Basic xyz"}, 401, "Bearer"),
+        ({"role": "dealer"}, None, 400, "must be player or spectator"),
+    ]
+    for query, headers, status, reason in cases:
+        response = await _refusal(node, headers, **query)
+        assert response.status_code == status, query
+        body = response.body.decode()
+        assert reason in body and body.count("\n") == 1, body
+    assert not node.ctx.sessions
+
+
+async def test_a_token_connects_as_its_player_by_query_or_header(
+    make_node: NodeFactory, dial: Dial
+) -> None:
+    """`?token=` or `Authorization: Bearer`: welcome names the player and the role, with the
+    initial balance; no welcome.token for a real (non-guest) player."""
+    node = await make_node(secret=SECRET, initial_balance=FUNDS)
+    by_query = await dial(node, token=_player_token("alice"))
+    by_header = await dial(node, {"Authorization": f"Bearer {_player_token('bob')}"})
+    for client, player in ((by_query, "alice"), (by_header, "bob")):
+        welcome = client.welcome
+        assert (welcome["player"], welcome["role"], welcome["balance"]) == (player, "player", FUNDS)
+        assert "token" not in welcome
+        assert message_problems(welcome) == []
+
+
+@pytest.fixture
+async def redis_pair(
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[Callable[..., Awaitable[tuple[Node, Node]]]]:
+    """Two in-process nodes on one Redis key space (a cluster of two), same secret."""
+    url: str = request.getfixturevalue("redis_url")
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    async with contextlib.AsyncExitStack() as stack:
+
+        async def start(**overrides: Any) -> tuple[Node, Node]:
+            from server.store.redis import RedisStore
+
+            nodes = []
+            for name in ("n1", "n2"):
+                settings = Settings(port=0, **{**FAST, "node_id": name, **overrides})
+                store = RedisStore.from_url(url, key_prefix=prefix)
+                nodes.append(await stack.enter_async_context(Node(settings, store=store)))
+            return nodes[0], nodes[1]
+
+        yield start
+    await delete_keys(url, [prefix])
+
+
+@pytest.mark.redis
+async def test_a_token_is_the_same_player_on_either_node(
+    redis_pair: Callable[..., Awaitable[tuple[Node, Node]]], dial: Dial
+) -> None:
+    """A token from `baccarat token` (mint_token) connects as that player on both nodes of
+    one Redis: the money bet on one node is gone on the other, and a connection of the player
+    joined on the other node gets the settlement too."""
+    first, second = await redis_pair(secret=SECRET, initial_balance=FUNDS)
+    token = _player_token("carol")
+    here = await dial(first, token=token)
+    there = await dial(second, token=token)
+    assert here.welcome["player"] == there.welcome["player"] == "carol"
+    assert {here.welcome["node"], there.welcome["node"]} == {"n1", "n2"}
+    await there.join()
+    await here.join()
+    accepted = await _bet_next_round(here, "b-1", 2_000)
+    assert accepted["balance"] == FUNDS - 2_000
+    third = await dial(second, {"Authorization": f"Bearer {token}"})
+    assert third.welcome["balance"] == FUNDS - 2_000
+    mine = await _settlement(here, accepted["round"])
+    theirs = await _settlement(there, accepted["round"])
+    assert mine == theirs
+    assert await first.store.balance("carol") == mine["balance"]
+
+
+# --- guests ------------------------------------------------------------------------------------
+
+
+async def test_a_guest_comes_back_with_its_token(
+    make_node: NodeFactory, dial: Dial, engine: str
+) -> None:
+    """Demo mode: welcome.token; reconnecting with it is the same player with the same
+    balance (after a bet), and the token comes back renewed."""
+    node = await make_node(engine)
+    guest = await dial(node)
+    welcome = guest.welcome
+    assert welcome["role"] == "player" and welcome["token"]
+    assert welcome["player"].startswith("guest-")
+    await guest.join()
+    accepted = await _bet_next_round(guest, "g-1")
+    await guest.ws.close()
+    again = await dial(node, token=welcome["token"])
+    assert again.welcome["player"] == welcome["player"]
+    # The balance after the bet, or after its settlement if the round settled meanwhile.
+    assert again.welcome["balance"] == await node.store.balance(welcome["player"])
+    assert again.welcome["balance"] >= accepted["balance"]
+    assert again.welcome["token"] and message_problems(again.welcome) == []
+    other = await dial(node)
+    assert other.welcome["player"] != welcome["player"]
+
+
+@pytest.mark.redis
+async def test_a_thousand_guest_visits_leave_redis_no_bigger(
+    make_node: NodeFactory, dial: Dial, redis_url: str
+) -> None:
+    """1,000 guests connect and go; once their TTL passed (judged by expire_guests at a later
+    time, no waiting) Redis holds no more keys than before, and the ledger is balanced."""
+    from redis.asyncio import Redis
+
+    node = await make_node("redis", guest_ttl=1, betting_window=600)  # rounds stand still
+    await (await dial(node)).join()  # the table's keys exist, its round is open
+    store = node.store
+    prefix = store.key_prefix  # type: ignore[attr-defined]
+    await store.expire_guests(now_ms=await store.now_ms() + 5_000)
+    redis = Redis.from_url(redis_url)
+    try:
+
+        async def keys() -> int:
+            return len([k async for k in redis.scan_iter(match=f"{prefix}:*", count=1000)])
+
+        before = await keys()
+        for _ in range(1_000):
+            url = f"ws://127.0.0.1:{node.port}/ws"
+            async with connect(url, open_timeout=within()) as ws:
+                await ws.recv()  # the welcome: the guest exists
+        grown = await keys()
+        assert grown > before
+        assert await store.expire_guests(now_ms=await store.now_ms() + 5_000) >= 1_000
+        assert await keys() <= before
+    finally:
+        await redis.aclose()
+    ledger = await store.ledger()
+    assert ledger.balanced and ledger.expired >= 1_000 * 1_000_000
+
+
+# --- one wallet, every connection ---------------------------------------------------------------
+
+
+async def test_two_connections_of_one_player_both_get_the_settlement(
+    make_node: NodeFactory, dial: Dial, engine: str
+) -> None:
+    """Two tabs of one player: one joins and bets, the other only sits there; both see the
+    same balance and both get the settlement."""
+    node = await make_node(engine, secret=SECRET, initial_balance=FUNDS)
+    token = _player_token("dave")
+    tab1 = await dial(node, token=token)
+    tab2 = await dial(node, token=token)
+    await tab1.join()
+    accepted = await _bet_next_round(tab1, "d-1", 5_000)
+    third = await dial(node, token=token)
+    assert third.welcome["balance"] == accepted["balance"] == FUNDS - 5_000
+    first = await _settlement(tab1, accepted["round"])
+    second = await _settlement(tab2, accepted["round"])
+    assert first == second and message_problems(first) == []
+    assert first["balance"] == await node.store.balance("dave")
+
+
+async def test_a_bet_placed_before_a_drop_is_settled_after_the_reconnect(
+    make_node: NodeFactory, dial: Dial, engine: str
+) -> None:
+    """The player bets and the connection drops before the result; reconnecting with the
+    same token and `join` + `since`, it gets the missed events, `joined`, then the
+    settlement of that round."""
+    node = await make_node(engine, secret=SECRET, initial_balance=FUNDS)
+    watcher = await dial(node, token=_player_token("eve-watch", "spectator"))
+    await watcher.join()
+    token = _player_token("eve")
+    first = await dial(node, token=token)
+    snap = await first.join()
+    accepted = await _bet_next_round(first, "e-1", 3_000)
+    last_seen = max((e["seq"] for e in first.events), default=snap["seq"])
+    await first.ws.close()
+    await watcher.event("round_settled", accepted["round"] - 1)
+    again = await dial(node, token=token)
+    await again.send({"type": "join", "table": TABLE, "since": last_seen, "epoch": snap["epoch"]})
+    seen: list[Message] = []
+
+    def until_settlement(message: Message) -> bool:
+        seen.append(message)
+        return message["type"] == "settlement"
+
+    settled = await again.expect(until_settlement)
+    assert settled["round"] == accepted["round"]
+    assert settled["balance"] == await node.store.balance("eve")
+    types = [m["type"] for m in seen]
+    assert "snapshot" not in types and "joined" in types
+    settle_event = next(
+        i
+        for i, m in enumerate(seen)
+        if m.get("kind") == "round_settled" and m["round"] == accepted["round"]
+    )
+    assert settle_event < types.index("joined") < len(seen) - 1
+    payouts = settled["payouts"]
+    assert [p["bet_id"] for p in payouts] == ["e-1"]
+
+
+# --- roles ---------------------------------------------------------------------------------------
+
+
+async def test_anonymous_spectators_watch_but_cannot_bet(
+    make_node: NodeFactory, dial: Dial, engine: str
+) -> None:
+    """?role=spectator: no player, no balance; it joins and sees cards; a bet gets
+    bet_rejected NOT_A_PLAYER and nothing is debited; history is empty."""
+    node = await make_node(engine)
+    watcher = await dial(node, role="spectator")
+    welcome = watcher.welcome
+    assert (welcome["role"], welcome["player"], welcome["balance"]) == ("spectator", None, None)
+    assert "token" not in welcome and message_problems(welcome) == []
+    snap = await watcher.join()
+    assert snap["balance"] is None and snap["bets"] == []
+    opened = await watcher.event("round_opened", snap["round"] - 1)
+    await watcher.send(_bet(opened["round"], "s-1"))
+    rejected = await watcher.reply("bet_rejected")
+    assert (rejected["code"], rejected["bet_id"]) == ("NOT_A_PLAYER", "s-1")
+    assert message_problems(rejected) == []
+    await watcher.send({"type": "history"})
+    assert (await watcher.reply("history"))["rounds"] == []
+    await watcher.event("card", opened["round"] - 1)
+    ledger = await node.store.ledger()
+    assert ledger.balanced and ledger.in_play == 0
+
+
+async def test_with_a_secret_a_tokenless_connection_is_a_spectator_if_allowed(
+    make_node: NodeFactory, dial: Dial
+) -> None:
+    """Secret, no guests, anonymous spectators allowed: no token -> a spectator. An operator
+    token watches too and cannot bet. The connections gauge counts each role."""
+    node = await make_node(secret=SECRET, allow_anonymous_spectators=True)
+    anonymous = await dial(node)
+    operator = await dial(node, token=_player_token("ops", "operator"))
+    assert (anonymous.welcome["role"], anonymous.welcome["balance"]) == ("spectator", None)
+    assert (operator.welcome["role"], operator.welcome["player"]) == ("operator", "ops")
+    assert operator.welcome["balance"] is None
+    snap = await operator.join()
+    await operator.send(_bet(snap["round"], "o-1"))
+    assert (await operator.reply("bet_rejected"))["code"] == "NOT_A_PLAYER"
+    counts = node._connection_counts()
+    assert counts[("spectator", "json")] == 1 and counts[("operator", "json")] == 1
+    assert await node.store.balance("ops") is None
+
+
+async def test_connections_per_player_are_capped_at_the_handshake(
+    make_node: NodeFactory, dial: Dial
+) -> None:
+    """--max-connections-per-player 2: a third connection of the player gets 429; another
+    player is not affected; a closed connection frees its place."""
+    node = await make_node(secret=SECRET, max_connections_per_player=2)
+    token = _player_token("frank")
+    first = await dial(node, token=token)
+    await dial(node, {"Authorization": f"Bearer {token}"})
+    response = await _refusal(node, token=token)
+    assert response.status_code == 429 and b"frank" in response.body
+    await dial(node, token=_player_token("grace"))
+    closing = [
+        asyncio.ensure_future(s.ws.wait_closed()) for s in node.ctx.sessions if s.player == "frank"
+    ]
+    await first.ws.close()
+    done, pending = await asyncio.wait(closing, timeout=within(), return_when="FIRST_COMPLETED")
+    for waiting in pending:
+        waiting.cancel()
+    assert len(done) == 1  # the server saw one of frank's two connections go
+    await dial(node, token=token)
+
+
+# --- game recall ----------------------------------------------------------------------------------
+
+
+async def test_history_returns_the_players_rounds_newest_first(
+    make_node: NodeFactory, dial: Dial, engine: str
+) -> None:
+    """Two rounds bet and settled: history lists both, newest first, each a HistoryRound with
+    the bets, the cards, the winner, the payouts and the balance after; limit and table
+    filter; a bad limit or table is an error."""
+    node = await make_node(engine, secret=SECRET, initial_balance=FUNDS)
+    client = await dial(node, token=_player_token("heidi"))
+    await client.join()
+    rounds = []
+    for n in range(2):
+        accepted = await _bet_next_round(client, f"h-{n}", 1_000 + n)
+        settled = await _settlement(client, accepted["round"])
+        rounds.append((accepted, settled))
+    await client.send({"type": "history", "ref": "h"})
+    answer = await client.reply("history")
+    assert message_problems(answer) == []
+    recalled = answer["rounds"]
+    assert [r["round"] for r in recalled] == [rounds[1][0]["round"], rounds[0][0]["round"]]
+    for entry, (accepted, settled) in zip(recalled, reversed(rounds), strict=True):
+        assert entry["table"] == TABLE
+        assert entry["bets"] == [
+            {"bet_id": accepted["bet_id"], "spot": "banker", "amount": accepted["amount"]}
+        ]
+        assert entry["payouts"] == settled["payouts"]
+        assert entry["balance_after"] == settled["balance"]
+        assert len(entry["cards"]) >= 4 and entry["winner"] in ("player", "banker", "tie")
+    await client.send({"type": "history", "table": TABLE, "limit": 1})
+    assert [r["round"] for r in (await client.reply("history"))["rounds"]] == [
+        rounds[1][0]["round"]
+    ]
+    await client.send({"type": "history", "limit": 0, "ref": 1})
+    assert (await client.reply("error"))["code"] == "BAD_FIELD"
+    await client.send({"type": "history", "table": "nope", "ref": 2})
+    assert (await client.reply("error"))["code"] == "UNKNOWN_TABLE"
+
+
+async def test_history_requests_share_the_replay_rate(make_node: NodeFactory, dial: Dial) -> None:
+    """history is charged to the replays' bucket: over it, RATE_LIMITED."""
+    node = await make_node(rate_replays=1, rate_burst=1)
+    client = await dial(node)
+    await client.send({"type": "history", "ref": 1})
+    await client.reply("history")
+    await client.send({"type": "history", "ref": 2})
+    refused = await client.reply("error")
+    assert (refused["code"], refused["ref"]) == ("RATE_LIMITED", 2)
