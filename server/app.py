@@ -178,6 +178,7 @@ class Node:
             self.metrics.render,
             api=api,
             status_needs_operator=not self.auth.demo,  # demo mode: /status stays open
+            lobby=self.lobby,
         )
         listen = Listen(
             self.settings.host,
@@ -254,6 +255,11 @@ class Node:
         """GET /api/tables: every table's state, owner and counts."""
         subscribers = {t: f.subscriber_count for t, f in self.hub.feeds.items()}
         return await table_rows(self.store, subscribers)
+
+    def lobby(self) -> dict[str, Any]:
+        """GET /lobby, open to all: how many connections of this node watch each table."""
+        subscribers = {t: f.subscriber_count for t, f in self.hub.feeds.items()}
+        return {"node": self.node_id, "subscribers": subscribers}
 
     async def status(self) -> dict[str, Any]:
         owned = []

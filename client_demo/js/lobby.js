@@ -29,7 +29,7 @@ export class LobbyView {
       this.empty,
       this.list,
     );
-    this.watchers = null; // {table: count} from /status, this node only
+    this.watchers = null; // {table: count} from /lobby, this node only
     this.poll = setInterval(() => this.fetchStatus(), STATUS_POLL_MS);
     this.fetchStatus();
   }
@@ -38,10 +38,11 @@ export class LobbyView {
     clearInterval(this.poll);
   }
 
-  // /status says how many connections of this server node follow each table.
+  // /lobby says how many connections of this server node follow each table (/status says
+  // it too, but only to operators once the server has a secret).
   async fetchStatus() {
     try {
-      const response = await fetch("/status", { cache: "no-store" });
+      const response = await fetch("/lobby", { cache: "no-store" });
       if (!response.ok) throw new Error(String(response.status));
       const status = await response.json();
       this.watchers = status.subscribers || null;
@@ -53,7 +54,7 @@ export class LobbyView {
 
   update(change = {}) {
     const { app } = this;
-    // Once the page has joined the tables, /status counts it among their watchers.
+    // Once the page has joined the tables, /lobby counts it among their watchers.
     if (change.what === "joined" && !this.askedAfterJoin) {
       this.askedAfterJoin = true;
       this.fetchStatus();

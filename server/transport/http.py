@@ -81,6 +81,7 @@ class HttpRoutes:
         metrics: Callable[[], bytes] | None = None,
         api: OperatorApi | None = None,
         status_needs_operator: bool = False,
+        lobby: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.status = status
         self.static_dir = static_dir.resolve() if static_dir else None
@@ -89,6 +90,7 @@ class HttpRoutes:
         self.api = api  # /api/...: the operator API
         # With a secret configured /status says who owns what only to operators.
         self.status_needs_operator = status_needs_operator and api is not None
+        self.lobby = lobby  # GET /lobby: what any page may know (this node's watchers)
 
     async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
         path = decode_path(request.path)
@@ -105,6 +107,8 @@ class HttpRoutes:
             return await self.api(request, method, path, posted_body(connection))
         if path == "/status":
             return await self._status(request)
+        if path == "/lobby" and self.lobby is not None:
+            return json_response(self.lobby())
         if path == "/metrics" and self.metrics is not None:
             return _response(HTTPStatus.OK, self.metrics(), METRICS_CONTENT_TYPE)
         return self._static(path)

@@ -116,7 +116,7 @@ def test_lobby_lists_tables_with_rules_and_opens_them(
         expect(entry).to_contain_text("1.00 – 250.00")  # the pairs
     expect(t1).to_have_attribute("data-phase", re.compile("betting|dealing|settled"))
     expect(t1.locator(".lobby-time")).to_contain_text("left to bet")
-    expect(t1.locator(".lobby-people")).to_contain_text("watching here")  # from /status
+    expect(t1.locator(".lobby-people")).to_contain_text("watching here")  # from /lobby
     # The page speaks msgpack.
     assert page.evaluate("window.__baccarat.conn.ws.protocol") == "baccarat.v1.msgpack"
     assert page.evaluate("window.__baccarat.encoding") == "baccarat.v1.msgpack"

@@ -188,3 +188,15 @@ async def test_a_pause_holds_on_every_node_and_across_failover(
         assert reopened["round"] == paused["round"] + 1
         kinds = [e["kind"] for e in watcher.events]
         assert kinds[kinds.index("table_paused") + 1] == "table_resumed"  # no round between
+
+
+async def test_lobby_counts_stay_public_with_a_secret(
+    make_node: NodeFactory, open_client: ClientFactory
+) -> None:
+    """/lobby gives any page this node's watchers per table, without a token."""
+    node = await make_node(secret=SECRET, allow_guests=True)
+    client = await open_client(node)
+    await client.join()
+    answer = await call(node, "GET", "/lobby")
+    assert answer.status == 200
+    assert answer.json() == {"node": node.node_id, "subscribers": {TABLE: 1}}
