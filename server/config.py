@@ -54,6 +54,7 @@ class Settings:
     allowed_origins: str = ""  # comma-separated; empty: any Origin
     drain_seconds: float = 3.0
     recall_rounds: int = 100  # store.wallet.DEFAULT_RECALL_ROUNDS
+    workers: int = 1  # processes serving one port (SO_REUSEPORT); more than 1 needs --redis
 
     def __post_init__(self) -> None:
         if self.log_format not in ("auto", "json", "console"):
@@ -113,6 +114,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "drain_seconds": (0, 3600),
     "totals_interval": (0.01, 60),
     "recall_rounds": (10, 1000),  # regulators ask for at least the last 10
+    "workers": (1, 64),
 }
 
 
@@ -169,6 +171,7 @@ _HELP = {
     "allowed_origins": "comma-separated Origin values browsers may connect from (empty: any)",
     "drain_seconds": "on SIGTERM, seconds /readyz answers 503 before connections close",
     "recall_rounds": "rounds each player can look back at (history), 10-1000",
+    "workers": "processes sharing the port (SO_REUSEPORT), 1-64; more than 1 needs --redis",
 }
 
 
