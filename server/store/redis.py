@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
 from importlib import resources
 from typing import Any, NoReturn
 
-from redis.asyncio import BlockingConnectionPool, Redis
+import hiredis
+from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
@@ -144,6 +145,25 @@ def _entry_event(fields: object) -> Event:
     assert isinstance(fields, dict), fields
     event_: Event = unpackb(fields[b"e"])
     return event_
+
+
+class _Connection(Connection):
+    """redis-py's connection, packing commands with hiredis's C packer: redis-py's asyncio
+    client packs each argument in Python, ~20% of the node's CPU per bet in a pipeline."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        first = args[0]
+        if (isinstance(first, str) and " " in first) or (
+            isinstance(first, bytes) and b" " in first
+        ):
+            return super().pack_command(*args)  # "CLIENT SETINFO": redis-py splits it
+        try:
+            return [hiredis.pack_command(args)]
+        except TypeError:  # a type hiredis does not pack: redis-py's encoder says why
+            return super().pack_command(*args)
+
+    def pack_commands(self, commands: Iterable[Iterable[Any]]) -> list[bytes]:
+        return [b"".join(chunk for args in commands for chunk in self.pack_command(*args))]
 
 
 class _Batcher:
@@ -282,6 +302,7 @@ class RedisStore(Store):
         (the default pool refuses the 101st concurrent call outright)."""
         pool = BlockingConnectionPool.from_url(
             self._url,
+            connection_class=_Connection,  # only for redis://; the URL's scheme picks others
             max_connections=self._max_connections,
             timeout=self._timeout_s,
             **self._options(),

@@ -321,3 +321,25 @@ async def test_a_sweep_goes_past_guests_with_stakes_in_play(
     await owner.finish()
     assert await table.expire_guests(now_ms=later) == 3
     assert (await table.ledger()).balanced
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("EVALSHA", "ab12", 2, "k1", "k2", "", 100, b"\x00\xffbin", "é"),
+        ("CLIENT SETINFO", "LIB-NAME", "redis-py"),
+        (b"HMGET", b"key", "f1", "f2"),
+        ("SET", "k", 2.5),
+    ],
+    ids=["script", "two-word-command", "bytes", "float"],
+)
+def test_commands_are_packed_as_redis_py_packs_them(args: tuple[Any, ...]) -> None:
+    """The C packer writes the very bytes redis-py's own packer writes."""
+    from redis.asyncio import Connection
+
+    from server.store.redis import _Connection
+
+    ours, theirs = _Connection(), Connection()
+    assert b"".join(ours.pack_command(*args)) == b"".join(theirs.pack_command(*args))
+    pair = [args, ("PING",)]
+    assert b"".join(ours.pack_commands(pair)) == b"".join(theirs.pack_commands(pair))
