@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
+import signal
 import socket
 
 import pytest
@@ -42,6 +45,36 @@ async def test_two_workers_serve_one_port_without_a_gap_and_stop_together(
     assert sorted(entry["node"] for entry in stopped) == ["w-0", "w-1"]
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", node.port), timeout=2):
         pass  # nobody listens any more
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(child) for child in f.read().split()]
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+async def test_a_worker_that_dies_stops_the_node(start_node: StartNode) -> None:
+    """No half node: when one worker dies the parent stops the other and exits non-zero."""
+    node = await start_node("w", **{"--workers": "2"})
+    assert node.proc is not None
+    await node.wait_for_log('"node": "w-1"')  # both workers have logged: both are running
+    await node.wait_for_log('"node": "w-0"')
+    workers = _children(node.proc.pid)
+    assert len(workers) == 2
+    os.kill(workers[0], signal.SIGKILL)
+    async with asyncio.timeout(20):
+        code = await node.proc.wait()
+    assert code != 0
+    assert not any(_alive(pid) for pid in workers)  # the parent reaped both
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_workers_need_the_redis_engine(capsys: pytest.CaptureFixture[str]) -> None:
