@@ -23,12 +23,12 @@ from websockets.typing import Subprotocol
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import SERVER_CORE, CpuMeter, baccarat_serve, can_pin, quantile
-from bench.fanout import TABLE, Site
+from bench.fanout import TABLE, WORKER_CORES, Site
 from tests.redis_server import start_redis
 
 __all__ = ["SITES", "measure_bets"]
 
-SITES = ("memory", "redis", "redis2")
+SITES = ("memory", "redis", "redis2", "redisw2")
 WINDOW_S = 120.0  # one betting window holds the whole measurement
 
 
@@ -37,12 +37,20 @@ async def _start(site_name: str) -> Site:
         "tables": f"{TABLE}=classic8",
         "betting_window": WINDOW_S,
         "initial_balance": 10**12,
+        # Off: the per-connection limit (50 bets/s) would cap the site at 50 x clients, and
+        # what is measured is how many bets a node takes, not what one client may send.
+        "rate_bets": 0,
     }
     if site_name == "memory":
         return Site([await baccarat_serve("memory", options).start()])
     site = Site([], start_redis())
     if can_pin() and site.redis_pid is not None:
         os.sched_setaffinity(site.redis_pid, {SERVER_CORE})
+    if site_name == "redisw2":  # one node of two workers, on both cores (WORKER_CORES)
+        options = {**options, "workers": 2, "node_id": "bets"}
+        node = baccarat_serve("node", options, site.redis.url, cores=WORKER_CORES)  # type: ignore[union-attr]
+        site.servers.append(await node.start())
+        return site
     for i in range(2 if site_name == "redis2" else 1):
         node = baccarat_serve(f"node{i}", {**options, "node_id": f"bets-{i}"}, site.redis.url)  # type: ignore[union-attr]
         site.servers.append(await node.start())

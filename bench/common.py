@@ -42,10 +42,10 @@ def can_pin() -> bool:
     return shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
 
 
-def pinned(argv: Sequence[str]) -> list[str]:
-    """The command run on the server core, if pinning is possible."""
+def pinned(argv: Sequence[str], cores: str = str(SERVER_CORE)) -> list[str]:
+    """The command run on the server core (or `cores`), if pinning is possible."""
     if can_pin():
-        return ["taskset", "-c", str(SERVER_CORE), *argv]
+        return ["taskset", "-c", cores, *argv]
     return list(argv)
 
 
@@ -105,9 +105,9 @@ def rss_bytes(pid: int) -> int:
 class ServerProcess:
     """A server under test, started pinned; it prints `serving on ws://HOST:PORT` on stderr."""
 
-    def __init__(self, name: str, argv: Sequence[str]) -> None:
+    def __init__(self, name: str, argv: Sequence[str], cores: str = str(SERVER_CORE)) -> None:
         self.name = name
-        self.argv = pinned(argv)
+        self.argv = pinned(argv, cores)
         self.proc: asyncio.subprocess.Process | None = None
         self.port = 0
         self.log: list[str] = []
@@ -158,14 +158,16 @@ class ServerProcess:
             self._drain.cancel()
 
 
-def baccarat_serve(name: str, options: dict[str, object], redis: str = "") -> ServerProcess:
+def baccarat_serve(
+    name: str, options: dict[str, object], redis: str = "", cores: str = str(SERVER_CORE)
+) -> ServerProcess:
     """`baccarat serve` on a free port with these options (names as Settings fields)."""
     argv = [sys.executable, "-m", "server.cli", "serve", "--port", "0", "--log-level", "warning"]
     if redis:
         argv += ["--redis", redis]
     for key, value in options.items():
         argv += ["--" + key.replace("_", "-"), str(value)]
-    return ServerProcess(name, argv)
+    return ServerProcess(name, argv, cores)
 
 
 def _version(package: str) -> str:

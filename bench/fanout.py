@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import psutil
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.typing import Subprotocol
@@ -48,7 +49,8 @@ from tests.redis_server import RedisProcess, start_redis
 
 __all__ = ["ENGINES", "Cadence", "measure_fanout"]
 
-ENGINES = ("memory", "redis", "redis2", "bare", "socketio")
+ENGINES = ("memory", "redis", "redis2", "bare", "socketio", "redisw2")
+WORKER_CORES = "0,1"  # redisw2: one node of two worker processes, on both cores
 TABLE = "t1"
 PEERS = str(Path(__file__).resolve().parent / "peers.py")
 CONNECT_CONCURRENCY = 500  # handshakes in flight at once
@@ -177,7 +179,13 @@ class Site:
 
     @property
     def pids(self) -> list[int]:
-        return [s.pid for s in self.servers]
+        """The servers' processes and their children (the workers of --workers)."""
+        pids = []
+        for server in self.servers:
+            pids.append(server.pid)
+            with contextlib.suppress(psutil.Error):
+                pids += [c.pid for c in psutil.Process(server.pid).children(recursive=True)]
+        return pids
 
     @property
     def redis_pid(self) -> int | None:
@@ -202,6 +210,10 @@ async def start_site(engine: str, cadence: Cadence) -> Site:
     site = Site([], redis)
     if can_pin() and site.redis_pid is not None:
         os.sched_setaffinity(site.redis_pid, {SERVER_CORE})  # Redis on the server core too
+    if engine == "redisw2":
+        node = baccarat_serve("node", {**options, "workers": 2}, redis.url, cores=WORKER_CORES)
+        site.servers.append(await node.start())
+        return site
     count = 2 if engine == "redis2" else 1
     for i in range(count):
         node = baccarat_serve(f"node{i}", {**options, "node_id": f"bench-{i}"}, redis.url)

@@ -15,6 +15,7 @@ LABELS = {
     "redis2": "ours (Redis, 2 nodes)",
     "bare": "bare websockets",
     "socketio": "python-socketio",
+    "redisw2": "ours (Redis, 1 node, 2 workers)",
 }
 
 
@@ -122,6 +123,8 @@ def _ratios(results: dict[str, Any]) -> list[str]:
         ("CPU per delivery, Redis ÷ memory", "redis", "memory", cpu),
         ("connect + join, Redis ÷ memory", "redis", "memory", connect),
         ("CPU per delivery, python-socketio ÷ bare", "socketio", "bare", cpu),
+        ("card p99, 2 workers ÷ 1 process (Redis)", "redisw2", "redis", p99),
+        ("CPU per delivery, 2 workers ÷ 1 process (Redis)", "redisw2", "redis", cpu),
     ):
         lines.append(f"| {label} | {ratio(a, b, pick)} |")
     return lines
@@ -150,7 +153,12 @@ def _bets_table(results: dict[str, Any]) -> list[str]:
             lines.append(f"| {r['site']} | failed: {r['error']} | | | | | | |")
             continue
         ack = r["ack_ms"]
-        site = {"memory": "memory, 1 node", "redis": "Redis, 1 node", "redis2": "Redis, 2 nodes"}
+        site = {
+            "memory": "memory, 1 node",
+            "redis": "Redis, 1 node",
+            "redis2": "Redis, 2 nodes",
+            "redisw2": "Redis, 1 node of 2 workers",
+        }
         lines.append(
             f"| {site.get(r['site'], r['site'])} | {r['clients']} | {r['bets_per_s']:,.0f} "
             f"| {ack['p50']} / {ack['p99']} / {ack['max']} | {r['rejected'] or '-'} "

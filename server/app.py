@@ -38,6 +38,7 @@ __all__ = [
     "Node",
     "configure_logging",
     "parse_tables",
+    "run_node",
     "serve_from_args",
     "tables_of",
 ]
@@ -187,6 +188,7 @@ class Node:
             handshake_timeout=self.settings.handshake_timeout,
             max_connections_per_ip=self.settings.max_connections_per_ip,
             origins=tuple(self.settings.origins()),
+            reuse_port=self.settings.workers > 1,  # the other workers bind this port too
         )
         self.server = await start_server(self.ctx, listen, routes)
         # Loops start once the port is bound: a node that cannot serve never takes a table.
@@ -358,6 +360,15 @@ def serve_from_args(args: argparse.Namespace) -> int:
     """Run `baccarat serve`; a bad setting raises ValueError before anything starts."""
     settings = Settings.from_args(args)
     tables_of(settings)  # a bad table list or file stops here, in one line
+    if settings.workers > 1:
+        from server.workers import serve_workers
+
+        return serve_workers(settings)  # each worker process calls run_node
+    return run_node(settings)
+
+
+def run_node(settings: Settings) -> int:
+    """Run one node in this process until it stops; the exit status."""
     configure_logging(settings.log_format, settings.log_level)
     try:
         import uvloop  # optional on platforms without it

@@ -64,6 +64,7 @@ class Settings:
     allow_anonymous_spectators: bool | None = None  # None: on in demo mode, off with a secret
     guest_ttl: int = DEFAULT_GUEST_TTL_S  # seconds a guest stays after its last connection
     max_connections_per_player: int = 0  # per node; 0: no cap
+    workers: int = 1  # processes serving one port (SO_REUSEPORT); more than 1 needs --redis
 
     def __post_init__(self) -> None:
         if self.log_format not in ("auto", "json", "console"):
@@ -150,6 +151,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "guest_ttl": (1, MAX_TTL_S),
     "max_connections_per_player": (0, 1_000_000),
     "recall_rounds": (10, 1000),  # regulators ask for at least the last 10
+    "workers": (1, 64),
 }
 
 
@@ -214,6 +216,7 @@ _HELP = {
     "guest_ttl": "seconds a guest player (and its money) is kept after it was last seen",
     "max_connections_per_player": "open connections per player on this node (0: no cap); "
     "more get 429",
+    "workers": "processes sharing the port (SO_REUSEPORT), 1-64; more than 1 needs --redis",
 }
 
 

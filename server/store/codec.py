@@ -14,13 +14,16 @@ memory engine's events and lets a script stamp the seq without decoding the payl
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import msgpack
 
 from server.core.bets import Bet, Paytable, Spot, SpotLimit, TableLimits
+from server.core.cards import Card, decode_cards, encode_cards
 from server.core.events import Payload
 from server.core.rules import TableRules
+from server.core.shoe import Shoe
 from server.core.table import TableState
 from server.store.base import StateUnreadable
 
@@ -54,8 +57,58 @@ def payload_pairs(payload: Payload) -> tuple[int, bytes]:
 STATE_FORMAT = 1  # the `v` this node writes; bump it, and add a migration, on any change
 
 
+class _Shoes:
+    """The shoes' cards as the blob holds them (two characters a card), both ways, for the
+    few shoes in play. A shoe of 8 decks is 416 cards, and a table steps a few times a
+    second and every join reads its state: turning them to and from text each time cost
+    ~170 and ~700 us, for cards that change once a shoe. Cards are immutable: shared."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self.decoded: dict[str, list[Card]] = {}
+        self.encoded: list[tuple[list[Card], str]] = []  # newest last
+
+    def decode(self, text: str) -> list[Card]:
+        cards = self.decoded.get(text)
+        if cards is None:
+            cards = decode_cards(text)
+            self._keep(text, cards)
+        return cards
+
+    def encode(self, cards: list[Card]) -> str:
+        # One shoe's cards are the same objects from one step to the next (each state's
+        # list is a copy of the last one's), so the comparison is a pointer walk; another
+        # shoe differs within a few cards.
+        for known, text in reversed(self.encoded):
+            if len(known) == len(cards) and known == cards:
+                return text
+        text = encode_cards(cards)
+        self._keep(text, list(cards))
+        return text
+
+    def _keep(self, text: str, cards: list[Card]) -> None:
+        if len(self.decoded) >= self.size:
+            del self.decoded[next(iter(self.decoded))]  # the oldest
+        self.decoded[text] = cards
+        if len(self.encoded) >= self.size:
+            del self.encoded[0]
+        self.encoded.append((cards, text))
+
+
+_SHOES = _Shoes()
+
+
 def state_to_bytes(state: TableState) -> bytes:
-    return packb({"v": STATE_FORMAT, **state.to_dict()})
+    shoe = state.shoe
+    if shoe is None:
+        return packb({"v": STATE_FORMAT, **state.to_dict()})
+    data = replace(state, shoe=None).to_dict()
+    data["shoe"] = {  # Shoe.to_state's form, the cards' text from the cache
+        "cards": _SHOES.encode(shoe.cards),
+        "position": shoe.position,
+        "cut_index": shoe.cut_index,
+    }
+    return packb({"v": STATE_FORMAT, **data})
 
 
 def state_from_bytes(data: bytes) -> TableState:
@@ -64,7 +117,16 @@ def state_from_bytes(data: bytes) -> TableState:
         raw = unpackb(data)
         if not isinstance(raw, dict):
             raise TypeError(f"a {type(raw).__name__}, not a map")
-        return TableState.from_dict(_migrate(raw))
+        fields = _migrate(raw)
+        shoe = fields.get("shoe")
+        if not isinstance(shoe, dict):
+            return TableState.from_dict(fields)
+        # Shoe.from_state's checks, the cards from the cache.
+        cards, position, cut_index = shoe["cards"], shoe["position"], shoe["cut_index"]
+        if not (isinstance(cards, str) and type(position) is int and type(cut_index) is int):
+            raise TypeError(f"a shoe of {type(cards).__name__}, {position!r}, {cut_index!r}")
+        state = TableState.from_dict({**fields, "shoe": None})
+        return replace(state, shoe=Shoe(_SHOES.decode(cards), position, cut_index))
     except StateUnreadable:
         raise
     except Exception as error:  # any decoding or shape error: the blob is not a state

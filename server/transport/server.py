@@ -21,9 +21,13 @@ from server.transport.http_body import reading_bodies
 from server.transport.session import Session, SessionContext
 from server.wire.codec import SUBPROTOCOLS, Encoding
 
-__all__ = ["Listen", "start_server"]
+__all__ = ["LISTEN_BACKLOG", "Listen", "start_server"]
 
 MAX_QUEUED_FRAMES = 16  # frames read ahead of the handler; then the socket stops being read
+# Connections the kernel completes ahead of accept(). websockets' default (100) drops the SYNs
+# of a burst of clients (a site restarting, a load test), which then retry after 1-7 s; the
+# kernel caps this at net.core.somaxconn.
+LISTEN_BACKLOG = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,8 @@ class Listen:
     handshake_timeout: float = 10.0
     max_connections_per_ip: int = 0  # 0: no cap
     origins: tuple[str, ...] = ()  # browsers' Origin values allowed; empty: any
+    backlog: int = LISTEN_BACKLOG
+    reuse_port: bool = False  # several worker processes share the port (SO_REUSEPORT)
 
 
 def _select_subprotocol(
@@ -145,4 +151,6 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
         ping_timeout=20,
         server_header="baccarat-live",
         create_connection=reading_bodies(Connection),  # POST bodies for the operator API
+        backlog=listen.backlog,  # passed on to loop.create_server
+        reuse_port=listen.reuse_port or None,
     )

@@ -1,0 +1,69 @@
+"""The state blob's codec: the shoe's cards are cached both ways, never shared mutable."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from server.core.rules import rules_preset
+from server.core.table import TableState, close_betting, deal_next_card, open_round
+from server.store.base import StateUnreadable
+from server.store.codec import STATE_FORMAT, packb, state_from_bytes, state_to_bytes
+
+RULES = rules_preset("classic8")
+
+
+def _betting(seed: int) -> TableState:
+    return open_round(TableState("t"), RULES, 0, 1000, random.Random(seed)).state
+
+
+def test_the_blob_is_the_plain_format_and_reads_back() -> None:
+    """The cache changes no byte: older nodes read what this one writes, and back."""
+    state = _betting(1)
+    blob = state_to_bytes(state)
+    assert blob == packb({"v": STATE_FORMAT, **state.to_dict()})
+    assert state_to_bytes(state) == blob  # the cached encoding is the same
+    read = state_from_bytes(blob)
+    assert read.to_dict() == state.to_dict() and read == state
+    assert read.shoe is not None and state.shoe is not None
+    assert read.shoe.cards == state.shoe.cards and len(read.shoe.cards) == 416
+
+
+def test_each_step_and_each_shoe_encode_as_without_the_cache() -> None:
+    state = close_betting(_betting(2)).state
+    for _ in range(4):  # the same shoe, another position each step
+        state = deal_next_card(state).state
+        assert state_to_bytes(state) == packb({"v": STATE_FORMAT, **state.to_dict()})
+    other = _betting(3)  # another shoe
+    assert state_to_bytes(other) == packb({"v": STATE_FORMAT, **other.to_dict()})
+    assert state_from_bytes(state_to_bytes(other)).to_dict() == other.to_dict()
+    assert state_from_bytes(state_to_bytes(state)).to_dict() == state.to_dict()
+
+
+def test_states_read_from_one_blob_share_no_mutable_shoe() -> None:
+    blob = state_to_bytes(_betting(4))
+    first, second = state_from_bytes(blob), state_from_bytes(blob)
+    assert first.shoe is not None and second.shoe is not None
+    assert first.shoe is not second.shoe and first.shoe.cards is not second.shoe.cards
+    first.shoe.draw()
+    first.shoe.cards.reverse()
+    third = state_from_bytes(blob)
+    assert third.to_dict() == second.to_dict() != first.to_dict()
+
+
+@pytest.mark.parametrize(
+    "shoe",
+    [
+        {"cards": 5, "position": 0, "cut_index": 0},
+        {"cards": "Zz", "position": 0, "cut_index": 0},
+        {"cards": "Ah", "position": "0", "cut_index": 0},
+        {"cards": "Ah", "position": 3, "cut_index": 0},
+        {"cards": "Ah"},
+    ],
+    ids=["cards-not-text", "bad-card", "position-not-int", "position-outside", "missing"],
+)
+def test_a_malformed_shoe_is_unreadable(shoe: dict[str, object]) -> None:
+    data = {"v": STATE_FORMAT, **_betting(5).to_dict(), "shoe": shoe}
+    with pytest.raises(StateUnreadable):
+        state_from_bytes(packb(data))
