@@ -97,7 +97,11 @@ class Node:
     """One server node: its tables' loops (owned when free), its hub and its server."""
 
     def __init__(
-        self, settings: Settings, clock: Clock | None = None, store: Store | None = None
+        self,
+        settings: Settings,
+        clock: Clock | None = None,
+        store: Store | None = None,
+        demo_secret: str | None = None,  # demo mode: the secret this node's workers share
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -115,7 +119,7 @@ class Node:
         )
         # Who may connect; in demo mode its secret is this node's own (guest tokens are
         # then good on this node only, until a shared --secret is configured).
-        self.auth = settings.auth_policy()
+        self.auth = settings.auth_policy(demo_secret)
         self.metrics = Metrics()  # this node's own registry: tests run several nodes per process
         self.hub = Hub(self.store, push_settlement, self.metrics)
         self.loops = [
@@ -335,8 +339,8 @@ def configure_logging(log_format: str, level: str) -> None:
     )
 
 
-async def _serve(settings: Settings) -> None:
-    node = Node(settings)
+async def _serve(settings: Settings, demo_secret: str | None) -> None:
+    node = Node(settings, demo_secret=demo_secret)
     await node.start()
     # SIGTERM (an orchestrator) drains first; SIGINT (Ctrl-C), or a second SIGTERM, stops now.
     term, now = asyncio.Event(), asyncio.Event()
@@ -367,8 +371,9 @@ def serve_from_args(args: argparse.Namespace) -> int:
     return run_node(settings)
 
 
-def run_node(settings: Settings) -> int:
-    """Run one node in this process until it stops; the exit status."""
+def run_node(settings: Settings, demo_secret: str | None = None) -> int:
+    """Run one node in this process until it stops; the exit status. `demo_secret`: in demo
+    mode, the secret the worker processes of one node share (a guest's token is good on each)."""
     configure_logging(settings.log_format, settings.log_level)
     try:
         import uvloop  # optional on platforms without it
@@ -377,7 +382,7 @@ def run_node(settings: Settings) -> int:
     else:
         runner = uvloop.run
     try:
-        runner(_serve(settings))
+        runner(_serve(settings, demo_secret))
     except (OSError, StoreUnavailable) as error:  # port taken, bad host, Redis down at start
         print(f"baccarat serve: cannot start: {error}", file=sys.stderr)
         return 1

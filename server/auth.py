@@ -333,13 +333,17 @@ class AuthPolicy:
         allow_anonymous_spectators: bool | None = None,
         guest_ttl_s: int = DEFAULT_GUEST_TTL_S,
         clock: Callable[[], float] = time.time,
+        demo_secret: str | None = None,
     ) -> AuthPolicy:
         """With a secret: guests only if allowed, anonymous spectators only if allowed (off by
-        default). Without one (demo): a random secret, guests on, anonymous spectators on unless
-        explicitly turned off."""
+        default). Without one (demo): `demo_secret` (the worker processes of one node share
+        one) or a random secret, guests on, anonymous spectators on unless explicitly turned
+        off."""
         demo = secret is None
+        if secret is None:
+            secret = demo_secret or secrets.token_urlsafe(MIN_SECRET_BYTES)
         return cls(
-            secret=secrets.token_urlsafe(MIN_SECRET_BYTES) if secret is None else secret,
+            secret=secret,
             demo=demo,
             allow_guests=demo or allow_guests,
             allow_anonymous_spectators=(

@@ -92,14 +92,15 @@ class Settings:
             return self.initial_balance
         return DEMO_BALANCE if self.demo else 0
 
-    def auth_policy(self) -> AuthPolicy:
+    def auth_policy(self, demo_secret: str | None = None) -> AuthPolicy:
         """Who may connect, from the secret and the guest and spectator switches. In demo mode
-        the secret is this policy's own random one: build it once per node."""
+        the secret is `demo_secret` or this policy's own random one: build it once per node."""
         return AuthPolicy.configure(
             load_secret(self.secret),
             allow_guests=self.allow_guests,
             allow_anonymous_spectators=self.allow_anonymous_spectators,
             guest_ttl_s=self.guest_ttl,
+            demo_secret=demo_secret,
         )
 
     def origins(self) -> list[str]:

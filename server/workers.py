@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import multiprocessing
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -57,13 +58,13 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _worker(settings: Settings) -> None:
+def _worker(settings: Settings, demo_secret: str | None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)  # the node installs its own once its loop runs
     _die_with_parent()
     from server.app import run_node
 
-    sys.exit(run_node(settings))
+    sys.exit(run_node(settings, demo_secret))
 
 
 def serve_workers(settings: Settings) -> int:
@@ -73,12 +74,15 @@ def serve_workers(settings: Settings) -> int:
     port = reserved.getsockname()[1] if reserved is not None else settings.port
     context = multiprocessing.get_context("fork")  # nothing runs yet: no loop, no threads
     workers = []
+    # Demo mode (no --secret): one random secret for every worker, so a guest's token (and so
+    # its player and balance) is good on whichever worker the kernel hands its next connection.
+    demo_secret = secrets.token_urlsafe(32) if settings.demo else None
     for index in range(settings.workers):
         node_id = f"{settings.node_id}-{index}" if settings.node_id else ""
         worker_settings = replace(settings, port=port, node_id=node_id)
         workers.append(
             context.Process(
-                target=_worker, args=(worker_settings,), name=f"baccarat-worker-{index}"
+                target=_worker, args=(worker_settings, demo_secret), name=f"baccarat-worker-{index}"
             )
         )
     stopping = False

@@ -32,6 +32,17 @@ async def test_two_workers_serve_one_port_without_a_gap_and_stop_together(
             if len(by_worker) == 2:
                 break
         assert sorted(by_worker) == ["w-0", "w-1"]  # each worker is a node of its own
+        # Demo mode: the workers share one secret, so a guest's token is good on either.
+        guest = by_worker["w-0"].welcome
+        for _ in range(64):
+            again = await stack.enter_async_context(
+                Client.connect(f"{node.url}?token={guest['token']}")
+            )
+            if again.welcome["node"] == "w-1":
+                break
+        assert again.welcome["node"] == "w-1"
+        assert again.welcome["player"] == guest["player"]
+        assert again.welcome["balance"] == guest["balance"]
         for client in by_worker.values():
             await client.send(type="join", table=TABLE)
             snapshot = await client.next("snapshot")
