@@ -232,3 +232,17 @@ def server_log(caplog: pytest.LogCaptureFixture) -> Iterator[ServerLog]:
     caplog.set_level(logging.WARNING)
     with structlog.testing.capture_logs() as events:
         yield ServerLog(events, caplog)
+
+
+def bet_message(
+    round_no: object, bet_id: str, spot: object = "banker", amount: object = 1_000
+) -> dict[str, Any]:
+    """A `bet` on the tests' table (any field may be wrong on purpose)."""
+    return {
+        "type": "bet",
+        "table": TABLE,
+        "round": round_no,
+        "bet_id": bet_id,
+        "spot": spot,
+        "amount": amount,
+    }

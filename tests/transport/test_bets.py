@@ -5,18 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from server.app import Node
-from tests.transport.conftest import TABLE, Client, ClientFactory, NodeFactory
+from tests.transport.conftest import Client, ClientFactory, NodeFactory, bet_message
 
 
 def _bet(round_no: object, bet_id: str, spot: object = "player", amount: object = 500) -> Any:
-    return {
-        "type": "bet",
-        "table": TABLE,
-        "round": round_no,
-        "bet_id": bet_id,
-        "spot": spot,
-        "amount": amount,
-    }
+    return bet_message(round_no, bet_id, spot, amount)
 
 
 async def _fresh_window(client: Client) -> int:

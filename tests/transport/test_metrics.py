@@ -14,7 +14,7 @@ from server.app import Node
 from server.metrics import CONTENT_TYPE, Metrics
 from server.wire.codec import Encoding
 from tests.redis_server import RedisProcess, start_redis
-from tests.transport.conftest import TABLE, ClientFactory, NodeFactory, within
+from tests.transport.conftest import TABLE, ClientFactory, NodeFactory, bet_message, within
 from tests.transport.test_http import _get
 from tests.transport.test_slow_client import BUFFER_LIMIT, _stalled_client
 
@@ -50,15 +50,7 @@ def _value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
-def _bet(round_no: int, bet_id: str, amount: int = 1000, spot: str = "banker") -> dict[str, object]:
-    return {
-        "type": "bet",
-        "table": TABLE,
-        "round": round_no,
-        "bet_id": bet_id,
-        "spot": spot,
-        "amount": amount,
-    }
+_bet = bet_message
 
 
 async def test_metrics_show_every_family_from_live_traffic(

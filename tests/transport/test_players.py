@@ -23,7 +23,7 @@ from server.config import Settings
 from server.wire.codec import Encoding
 from server.wire.shape_check import message_problems
 from tests.redis_server import delete_keys
-from tests.transport.conftest import FAST, TABLE, Client, Message, NodeFactory, within
+from tests.transport.conftest import FAST, TABLE, Client, Message, NodeFactory, bet_message, within
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,22 +68,14 @@ async def _refusal(node: Node, headers: dict[str, str] | None = None, **query: s
     return refused.value.response
 
 
-def _bet(round_no: int, bet_id: str, amount: int = 1_000, spot: str = "banker") -> Message:
-    return {
-        "type": "bet",
-        "table": TABLE,
-        "round": round_no,
-        "bet_id": bet_id,
-        "spot": spot,
-        "amount": amount,
-    }
+_bet = bet_message
 
 
 async def _bet_next_round(client: Client, bet_id: str, amount: int = 1_000) -> Message:
     """On a joined client: wait for the next round to open and bet in it; the bet_accepted."""
     seen = max((e["round"] for e in client.events), default=0)
     opened = await client.event("round_opened", seen)
-    await client.send(_bet(opened["round"], bet_id, amount))
+    await client.send(_bet(opened["round"], bet_id, amount=amount))
     return await client.reply("bet_accepted")
 
 
