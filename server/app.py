@@ -185,6 +185,7 @@ class Node:
             api=api,
             status_needs_operator=not self.auth.demo,  # demo mode: /status stays open
             lobby=self.lobby,
+            draining=lambda: self.draining,
         )
         listen = Listen(
             self.settings.host,
