@@ -175,6 +175,7 @@ class Node:
             await self.store.create_table(table_id, rules)
         static = Path(self.settings.static_dir)
         static_dir = static if static.is_dir() else None  # noqa: ASYNC240 - once at start-up
+        self.serves_pages = static_dir is not None
         api = OperatorApi(self.auth, self.store, self.table_rows, self.wake_table, self.metrics)
         routes = HttpRoutes(
             self.status,
@@ -184,6 +185,7 @@ class Node:
             api=api,
             status_needs_operator=not self.auth.demo,  # demo mode: /status stays open
             lobby=self.lobby,
+            draining=lambda: self.draining,
         )
         listen = Listen(
             self.settings.host,
@@ -356,6 +358,8 @@ async def _serve(settings: Settings, demo_secret: str | None) -> None:
     loop.add_signal_handler(signal.SIGTERM, on_term)
     loop.add_signal_handler(signal.SIGINT, on_int)
     print(f"baccarat: serving on ws://{settings.host}:{node.port}/ws", file=sys.stderr, flush=True)
+    if node.serves_pages:  # the address a newcomer opens (the ws:// one answers a browser 426)
+        print(f"baccarat: play at http://{settings.host}:{node.port}/", file=sys.stderr, flush=True)
     await term.wait()
     await node.drain_and_stop(interrupt=now)
 

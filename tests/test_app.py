@@ -106,6 +106,27 @@ async def test_serve_plays_and_stops_cleanly_on_sigterm() -> None:
     assert "listening" in events and events[-1] == "stopped"
 
 
+async def test_serve_prints_the_address_a_browser_opens() -> None:
+    """The line after `serving on ws://...` names the page to open (issue 9: a newcomer opens
+    the printed address); without a static folder there is no page, and no such line."""
+    for options, page in (((), True), (("--static-dir", "/nonexistent"), False)):
+        proc = await _start_serve("--drain-seconds", "0", *options)
+        assert proc.stderr is not None
+        lines: list[str] = []
+        try:
+            port = await asyncio.wait_for(_serving_port(proc.stderr, lines), 15 * SCALE)
+            assert await _http_status(port, "/") == (200 if page else 404)
+            proc.send_signal(signal.SIGTERM)
+            rest = (await asyncio.wait_for(proc.stderr.read(), 5 * SCALE)).decode()
+            await asyncio.wait_for(proc.wait(), 5 * SCALE)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        announced = f"baccarat: play at http://127.0.0.1:{port}/\n"
+        assert (rest.splitlines(keepends=True)[:1] == [announced]) is page, rest
+
+
 async def test_sigterm_drains_then_closes_with_1001() -> None:
     """On SIGTERM the process says `draining`: /readyz is 503, /healthz 200 and its clients
     are still served; after --drain-seconds they are closed with 1001 and it exits 0."""

@@ -82,6 +82,7 @@ class HttpRoutes:
         api: OperatorApi | None = None,
         status_needs_operator: bool = False,
         lobby: Callable[[], dict[str, Any]] | None = None,
+        draining: Callable[[], bool] | None = None,
     ) -> None:
         self.status = status
         self.static_dir = static_dir.resolve() if static_dir else None
@@ -91,12 +92,17 @@ class HttpRoutes:
         # With a secret configured /status says who owns what only to operators.
         self.status_needs_operator = status_needs_operator and api is not None
         self.lobby = lobby  # GET /lobby: what any page may know (this node's watchers)
+        # A draining node refuses new WebSockets with 503: a proxy that cannot poll /readyz
+        # (open-source nginx) retries the handshake on another node (proxy_next_upstream).
+        self.draining = draining
 
     async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
         path = decode_path(request.path)
         if path is None:
             return text_response(HTTPStatus.BAD_REQUEST, "bad request path\n")
         if path == WS_PATH:
+            if self.draining is not None and self.draining():
+                return text_response(HTTPStatus.SERVICE_UNAVAILABLE, "draining\n")
             return None  # go on with the WebSocket handshake
         if path == "/healthz":
             return text_response(HTTPStatus.OK, "ok\n")

@@ -10,8 +10,9 @@ held back; a WebSocket handshake passes straight through. A body that never comp
 off by the handshake timeout (websockets' open_timeout), as a slow handshake is.
 
 A body we will not read is not read at all: the request still reaches process_request, with
-the refusal instead of a body (413 too large, 411 chunked or without a length, 400 a
-malformed length), and the connection closes after the answer.
+the refusal instead of a body (413 too large, 411 chunked, 400 a malformed length), and the
+connection closes after the answer. A POST with neither Content-Length nor Transfer-Encoding has
+no body (RFC 9112, section 6.3), as `curl -X POST` sends a bodiless pause or resume.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def _length(head_lines: list[bytes]) -> int | Posted:
         if name == b"content-length":
             lengths.add(value.strip())
     if not lengths:
-        return _refuse(HTTPStatus.LENGTH_REQUIRED, "a POST needs a Content-Length")
+        return 0  # no framing headers: a request without a body (RFC 9112, section 6.3)
     if len(lengths) > 1 or not next(iter(lengths)).isdigit():
         return _refuse(HTTPStatus.BAD_REQUEST, "bad Content-Length")
     length = int(next(iter(lengths)))

@@ -120,6 +120,18 @@ def test_nginx_balances_the_nodes_and_serves_the_client() -> None:
     assert "root /usr/share/nginx/html;" in conf
 
 
+def test_nginx_logs_no_query_strings() -> None:
+    """Browsers send their token as ?token=: the access log's format must not write the query
+    ($request, $request_uri, $args, $query_string, $arg_token)."""
+    conf = (REPO / "deploy" / "nginx.conf").read_text()
+    formats = re.findall(r"^\s*log_format\s+\S+\s+((?:'[^']*'\s*)+);", conf, re.MULTILINE)
+    assert formats, "no log_format in deploy/nginx.conf"
+    leaky = re.compile(r"\$(request|request_uri|args|query_string|arg_\w+)\b")
+    for text in formats:
+        assert not leaky.search(text), text
+    assert re.search(r"^\s*access_log\s+\S+\s+upstream;", conf, re.MULTILINE)
+
+
 def test_prometheus_scrapes_every_node() -> None:
     """deploy/prometheus.yml scrapes exactly the compose nodes, on their port."""
     prometheus = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())

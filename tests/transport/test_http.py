@@ -9,7 +9,7 @@ from pathlib import Path
 import msgpack
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from server.app import Node
 from server.config import Settings
@@ -59,12 +59,17 @@ async def test_readyz_is_ok_while_the_store_answers(node: Node) -> None:
 async def test_a_draining_node_is_alive_but_not_ready(
     node: Node, open_client: ClientFactory
 ) -> None:
-    """While draining, /readyz is 503 and /healthz stays 200; clients are still served."""
+    """While draining, /readyz is 503 and /healthz stays 200; clients are still served, and a
+    new WebSocket handshake gets 503 (a proxy retries it on another node)."""
     client = await open_client(node)
     node.begin_drain()
     assert (await _get(node, "/readyz"))[::2] == (503, b"draining\n")
     assert (await _get(node, "/healthz"))[0] == 200
     assert (await client.ping("draining"))["ref"] == "draining"
+    with pytest.raises(InvalidStatus) as refused:
+        await connect(f"ws://127.0.0.1:{node.port}/ws", open_timeout=within())
+    assert refused.value.response.status_code == 503
+    assert refused.value.response.body == b"draining\n"
 
 
 async def test_drain_then_stop_closes_clients_with_1001_and_releases_leases(

@@ -232,7 +232,6 @@ async def test_a_body_of_the_limit_is_read_and_one_byte_more_is_413(
     ("headers", "status"),
     [
         ({"Transfer-Encoding": "chunked"}, 411),
-        ({}, 411),
         ({"Content-Length": "ten"}, 400),
         ({"Content-Length": "-1"}, 400),
     ],
@@ -240,12 +239,31 @@ async def test_a_body_of_the_limit_is_read_and_one_byte_more_is_413(
 async def test_chunked_or_unmeasured_bodies_are_refused(
     make_node: NodeFactory, server_log: ServerLog, headers: dict[str, str], status: int
 ) -> None:
-    """No Content-Length (chunked or none): 411; a malformed one: 400. JSON answers, no log
-    error."""
+    """A chunked body: 411; a malformed Content-Length: 400. JSON answers, no log error."""
     node = await make_node(secret=SECRET)
     raw = request_bytes("POST", CREDIT, None, token_for(node), headers) + b"5\r\nhello\r\n0\r\n\r\n"
     answer = parse_answer(await send_raw(node, raw))
     assert answer.status == status and answer.json()["message"]
+    assert await node.store.balance("alice") is None
+    assert server_log.failures() == []
+
+
+async def test_a_post_without_a_length_has_no_body(
+    make_node: NodeFactory, server_log: ServerLog
+) -> None:
+    """No Content-Length and no Transfer-Encoding is a bodiless POST (RFC 9112, 6.3), as
+    `curl -X POST` sends one: a pause works; a credit is refused for its missing JSON, and
+    bytes sent after the head are not read as a body."""
+    node = await make_node(secret=SECRET)
+    token = token_for(node)
+    pause = request_bytes("POST", "/api/tables/t1/pause", None, token)
+    assert b"Content-Length" not in pause
+    answer = parse_answer(await send_raw(node, pause))
+    assert answer.status == 200 and answer.json()["paused"] is True
+    assert await node.store.paused("t1") is True
+    raw = request_bytes("POST", CREDIT, None, token) + json.dumps(_move(500)).encode()
+    credit = parse_answer(await send_raw(node, raw))
+    assert credit.status == 400 and credit.json()["error"] == "bad_json"
     assert await node.store.balance("alice") is None
     assert server_log.failures() == []
 

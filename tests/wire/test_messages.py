@@ -13,6 +13,7 @@ from server.wire.messages import (
     Bet,
     ErrorCode,
     ErrorReply,
+    History,
     Join,
     Leave,
     Ping,
@@ -83,6 +84,17 @@ def test_replay_pages_on_after() -> None:
 def test_replay() -> None:
     """replay names a table and a round."""
     assert parse_command({"type": "replay", "table": "t1", "round": 4}) == Replay("t1", 4)
+
+
+def test_history_limit_defaults_to_20_and_stops_at_100() -> None:
+    """history: `table` and `limit` are optional; no limit means 20; 1-100, else BAD_FIELD
+    (issue 8: "limit up to 100, default 20")."""
+    assert parse_command({"type": "history"}) == History(None, 20)
+    assert parse_command({"type": "history", "table": "t1", "limit": 100}) == History("t1", 100)
+    assert parse_command({"type": "history", "limit": 1}) == History(None, 1)
+    for limit in (0, 101, -1):
+        assert _code({"type": "history", "limit": limit}) is ErrorCode.BAD_FIELD
+    assert _code({"type": "history", "limit": "20"}) is ErrorCode.BAD_FIELD
 
 
 def test_ping() -> None:
