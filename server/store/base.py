@@ -17,6 +17,7 @@ import abc
 import asyncio
 import secrets
 from collections.abc import AsyncIterator, Collection
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "Event",
     "Lease",
     "Ledger",
+    "SettledNotice",
     "Settlement",
     "Snapshot",
     "StaleWrite",
@@ -106,6 +108,16 @@ class Settlement:
             "payouts": self.payouts,
             "balance": self.balance,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class SettledNotice:
+    """A round was settled or voided, and these players have a settlement of it: what every
+    node hears (Store.settled_notices), so each delivers it to its own sessions of them."""
+
+    table: str
+    round: int
+    players: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +237,17 @@ class Store(Wallet):
     ) -> dict[str, Settlement]:
         """The settlements of these players for one round, read in one round trip; players
         without one are left out."""
+
+    @abc.abstractmethod
+    def settled_notices(self) -> AbstractAsyncContextManager[AsyncIterator[SettledNotice]]:
+        """Hear of every round settled or voided from now on, on every node of this store: a
+        commit that credits payouts sends one SettledNotice naming the players paid.
+
+        `async with store.settled_notices() as notices: async for notice in notices: ...`
+        Entering subscribes (the subscription is live once it returns); leaving stops.
+        At most once: a notice sent while no one listens, or while the connection is down,
+        is lost (the settlement itself is kept: resume and `history` still give it).
+        StoreUnavailable from entering or iterating: the subscription is gone; enter again."""
 
     # --- events ---------------------------------------------------------------------------
     @abc.abstractmethod

@@ -9,6 +9,7 @@ checked against, so both read, migrate and fail to read a state the same way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from server.store.base import (
     Event,
     Lease,
     Ledger,
+    SettledNotice,
     Settlement,
     Snapshot,
     StaleWrite,
@@ -46,6 +48,10 @@ from server.store.wallet import (
 )
 
 __all__ = ["MemoryStore"]
+
+# Notices queued per listener that is not reading; more are dropped (at most once, as with
+# Redis pub/sub, which cuts a subscriber whose output buffer is full).
+NOTICES_QUEUED = 10_000
 
 
 @dataclass(slots=True)
@@ -128,6 +134,7 @@ class MemoryStore(Store):
         self._operator_in = 0
         self._operator_out = 0
         self._expired = 0
+        self._listeners: set[asyncio.Queue[SettledNotice]] = set()  # settled_notices()
 
     def _table(self, table_id: str) -> _Table:
         table = self._tables.get(table_id)
@@ -321,7 +328,24 @@ class MemoryStore(Store):
         table.blob, table.header = state_to_bytes(state), _header(state)
         if payouts:
             self._credit(table, state, payouts, summary)
-        return self._append(table, events)
+        appended = self._append(table, events)
+        if payouts:
+            self._notify(SettledNotice(state.table_id, state.round, _players_of(payouts)))
+        return appended
+
+    def _notify(self, notice: SettledNotice) -> None:
+        for queue in self._listeners:
+            with contextlib.suppress(asyncio.QueueFull):  # a listener that stopped reading
+                queue.put_nowait(notice)
+
+    @contextlib.asynccontextmanager
+    async def settled_notices(self) -> AsyncIterator[AsyncIterator[SettledNotice]]:
+        queue: asyncio.Queue[SettledNotice] = asyncio.Queue(NOTICES_QUEUED)
+        self._listeners.add(queue)
+        try:
+            yield _drain(queue)
+        finally:
+            self._listeners.discard(queue)
 
     def _credit(
         self,
@@ -479,3 +503,13 @@ class MemoryStore(Store):
             self._operator_out,
             self._expired,
         )
+
+
+def _players_of(payouts: list[Payout]) -> tuple[str, ...]:
+    """The players paid, each once, in the order of their first payout."""
+    return tuple(dict.fromkeys(payout.player for payout in payouts))
+
+
+async def _drain(queue: asyncio.Queue[SettledNotice]) -> AsyncIterator[SettledNotice]:
+    while True:
+        yield await queue.get()

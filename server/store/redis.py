@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import hiredis
 from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
@@ -51,6 +51,7 @@ from server.store.base import (
     Event,
     Lease,
     Ledger,
+    SettledNotice,
     Settlement,
     Snapshot,
     StaleWrite,
@@ -97,6 +98,8 @@ _SCRIPTS = (
 BATCH_MAX = 256  # commands one pipeline carries; more calls in the same tick take several
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
 EXPIRE_BATCH = 500  # guests one expire_guests script looks at: a short script, many if needed
+NOTICE_POLL_S = 1.0  # one wait for a settled notice; the listener loops, checking its health
+NOTICE_HEALTH_S = 10  # a listener with nothing to read PINGs this often, to notice a lost Redis
 
 
 def _script_text(name: str) -> str:
@@ -578,6 +581,7 @@ class RedisStore(Store):
             args.append(packb(record_body(table_id, state.round, mine, summary)))
             players += [self._player_key(player, kind) for kind in ("balance", "in_play")]
             players.append(self._player_key(player, "history"))
+        args.append(self._settled_channel)  # a paying commit publishes its notice there
         script_keys = [keys.state, keys.stream, keys.rounds, self._ledger_key, *players]
         reply = await self._run("commit", script_keys, args)
         code = reply[0].decode()
@@ -617,6 +621,52 @@ class RedisStore(Store):
         if not found:
             await self._require_table(table_id)
         return found
+
+    # --- settled notices (commit.lua publishes them) --------------------------------------
+    @property
+    def _settled_channel(self) -> str:
+        return f"{self._prefix}:settled"
+
+    @contextlib.asynccontextmanager
+    async def settled_notices(self) -> AsyncIterator[AsyncIterator[SettledNotice]]:
+        # A connection of its own, which fails at once instead of reconnecting quietly: a
+        # subscription lost while Redis was away must be seen (and entered again) by the caller.
+        options = self._options()
+        options["retry"] = Retry(NoBackoff(), 0)
+        options["socket_timeout"] = self._timeout_s + NOTICE_POLL_S
+        options["health_check_interval"] = NOTICE_HEALTH_S
+        client: Redis = Redis.from_url(self._url, **options)
+        pubsub: Any = client.pubsub()
+        try:
+            await self._subscribe(pubsub)
+            yield self._notices(pubsub)
+        finally:
+            with contextlib.suppress(Exception):  # a connection already lost is gone anyway
+                await pubsub.aclose()
+            await client.aclose()
+
+    async def _subscribe(self, pubsub: Any) -> None:
+        """Subscribe, and wait until Redis confirms: the subscription is live from then on."""
+        try:
+            with _reachable():
+                await pubsub.subscribe(self._settled_channel)
+                async with asyncio.timeout(self._timeout_s):
+                    while await pubsub.get_message(timeout=NOTICE_POLL_S) is None:
+                        pass
+        except TimeoutError as exc:
+            raise StoreUnavailable("redis did not confirm the subscription") from exc
+
+    @staticmethod
+    async def _notices(pubsub: Any) -> AsyncIterator[SettledNotice]:
+        while True:
+            with _reachable():
+                message = await pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=NOTICE_POLL_S
+                )
+            if message is None or message["type"] != "message":
+                continue
+            table_id, round_no, players = unpackb(message["data"])
+            yield SettledNotice(table_id, round_no, tuple(players))
 
     # --- events ---------------------------------------------------------------------------
     async def last_seq(self, table_id: str) -> int:

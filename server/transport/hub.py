@@ -10,6 +10,14 @@ table loops just committed), the follower (`Hub._follow`: everything else, read 
 store), and joins waiting ahead (`TableFeed.waiting`: a client whose snapshot is newer than
 the feed, subscribed when the feed gets there).
 
+Settlements reach a player's sessions by two paths. A feed, after a round's `round_settled`
+or `round_voided`, reads the settlements of the sessions that bet through it or are joined to
+its table, and delivers each to every local session of that player (so after the event, in
+order). Every other session hears of the round from the store's settled notices
+(`Hub._follow_settled`, one listener per node): a player with a bet in the round and local
+sessions, none of them at that table here, gets it read and delivered too; a node with no
+session of a notified player does nothing.
+
 A history can go backwards: a Redis restarted without its last writes, or a failover to a
 lagging replica, holds fewer events than the feed has delivered, and the events after that
 point are written again with other content. Each feed's watchdog notices (the store's seq
@@ -35,7 +43,7 @@ from websockets.asyncio.server import broadcast
 
 from server.core.errors import BetRejected
 from server.metrics import Metrics
-from server.store.base import Event, Store, StoreUnavailable
+from server.store.base import Event, SettledNotice, Store, StoreUnavailable
 from server.wire.codec import Encoding, Frame, encode
 
 __all__ = ["SLOW_CHECK_EVERY", "GapDetected", "Hub", "Subscriber", "TableFeed"]
@@ -323,11 +331,14 @@ class Hub:
         # goes to all of them (two tabs see the same wallet).
         self.players: dict[str, set[Subscriber]] = {}
         self.log = structlog.get_logger("hub")
+        self._notices: asyncio.Task[None] | None = None  # the settled notices' listener
+        self.notices_live = asyncio.Event()  # set while that listener is subscribed
 
     # --- the players' sessions on this node ----------------------------------------------------
     def register(self, sub: Subscriber) -> None:
         if sub.player is not None:
             self.players.setdefault(sub.player, set()).add(sub)
+            self.listen_for_settlements()
 
     def unregister(self, sub: Subscriber) -> None:
         if sub.player is None:
@@ -486,6 +497,58 @@ class Hub:
         except Exception:
             self.log.exception("offer_failed", table=table_id)
 
+    # --- the settled notices --------------------------------------------------------------
+    def listen_for_settlements(self) -> None:
+        """Start this node's listener of settled notices (once; the first player session
+        starts it, so a node that only ever serves spectators never subscribes)."""
+        if self._notices is None:
+            self._notices = _table_task(self._follow_settled())
+
+    async def _follow_settled(self) -> None:
+        """Hear every round settled or voided on any node, for as long as the hub lives:
+        after a store error (Redis restarted, failed over) subscribe again, with a log line.
+        Notices sent meanwhile are lost; resume and `history` still give those settlements."""
+        failures = 0
+        while True:
+            try:
+                async with self.store.settled_notices() as notices:
+                    self.notices_live.set()
+                    if failures:
+                        self.log.info("settled_notices_resumed", failures=failures)
+                        failures = 0
+                    async for notice in notices:
+                        self.on_settled(notice)
+            except asyncio.CancelledError:
+                raise
+            except StoreUnavailable as error:
+                self.log.warning("settled_notices_error", error=str(error))
+                self.metrics.store_error("hub")
+            except Exception:
+                self.log.exception("settled_notices_failed")
+            self.notices_live.clear()
+            failures += 1
+            await asyncio.sleep(FOLLOWER_PAUSE_S)
+
+    def on_settled(self, notice: SettledNotice) -> None:
+        """Deliver a round's settlements to this node's sessions of the players paid, but
+        for those a feed of the table here serves itself (joined to it, or bet through it):
+        theirs come after the round's event, in order. Only players with local sessions
+        cost a store read, all of them in one."""
+        if not self.players:
+            return
+        feed = self.feeds.get(notice.table)
+        bettors = feed.bettors.get(notice.round, set()) if feed is not None else set()
+        wanted = []
+        for player in notice.players:
+            sessions = self.players.get(player)
+            if not sessions:
+                continue
+            if feed is not None and any(s in bettors or feed.is_subscribed(s) for s in sessions):
+                continue
+            wanted.append(player)
+        if wanted:
+            self.spawn_settlements(notice.table, notice.round, set(), wanted)
+
     # --- background tasks ------------------------------------------------------------------
     def spawn(
         self,
@@ -571,6 +634,8 @@ class Hub:
         tasks: list[asyncio.Task[None]] = []
         for feed in self.feeds.values():
             tasks += [task for task in (feed.task, feed.watchdog) if task is not None]
+        if self._notices is not None:
+            tasks.append(self._notices)
         for task in [*tasks, *self._tasks]:
             task.cancel()
         await asyncio.gather(*tasks, *self._tasks, return_exceptions=True)

@@ -7,7 +7,9 @@
 --       13 recall rounds kept per player, 14 n events, then (npairs, pairs) per event,
 --       then (player, credit, -staked, house share, payouts, record) per paid player, as in
 --       KEYS; `record` is the msgpack map of the player's history record but its time and
---       balance after.
+--       balance after; last, the channel of settled notices.
+-- A commit that pays PUBLISHes on that channel, in the same atomic step, a msgpack
+-- [table, round, [player...]]: every node hears who has a settlement to deliver.
 -- Replies: {'OK', event...} or a refusal.
 local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'version')
 if not cur[2] then
@@ -27,8 +29,10 @@ local t = table_context(ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3], ARGV[3], AR
 t.round, t.ts = ARGV[9], now_ms()
 local n = tonumber(ARGV[14])
 local base = 14 + 2 * n
+local paid = {}
 for i = 0, (#KEYS - 4) / 3 - 1 do
   local k, a = 5 + 3 * i, base + 6 * i
+  paid[#paid + 1] = ARGV[a + 1]
   local balance = redis.call('INCRBY', KEYS[k], ARGV[a + 2])
   redis.call('HINCRBY', KEYS[4], 'balances', ARGV[a + 2])
   redis.call('HINCRBY', KEYS[4], 'in_play', ARGV[a + 3])
@@ -48,5 +52,8 @@ end
 local out = {'OK'}
 for i = 1, n do
   out[#out + 1] = append_event(t, tonumber(ARGV[13 + 2 * i]), ARGV[14 + 2 * i])
+end
+if #paid > 0 then
+  redis.call('PUBLISH', ARGV[#ARGV], cmsgpack.pack({t.id, tonumber(t.round), paid}))
 end
 return out
