@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Collection, Coroutine
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -54,6 +54,9 @@ TASK_ATTEMPTS = 5  # a background task is tried this many times before it is giv
 RETRY_DELAY_S = 0.2  # the pause before its first retry; it doubles for each next one
 FOLLOWER_PAUSE_S = 0.5  # the follower's pause after a store error, before it reads again
 SETTLING_KINDS = ("round_settled", "round_voided")  # events after which players get settlements
+# Rounds whose settlements a feed sent, remembered until their settled notice comes (it comes
+# within milliseconds, or never: pub/sub is at most once), so that notice reads them no more.
+SERVED_ROUNDS = 256
 # Subscribers' send buffers are checked after every this many events of a table, after the
 # broadcast: asking each transport costs ~0.6 us, 6 ms at 10,000 spectators, which in front
 # of the broadcast delayed every event's first write. A stalled client is still dropped,
@@ -228,6 +231,8 @@ class TableFeed:
             bettors = self.bettors.pop(event["round"], set())
             players = self.joined_players()
             if bettors or players:
+                served = players | {s.player for s in bettors if s.player is not None}
+                self.hub.note_served(self.table_id, event["round"], served)
                 self.hub.spawn_settlements(self.table_id, event["round"], bettors, players)
 
     def joined_players(self) -> set[str]:
@@ -333,6 +338,7 @@ class Hub:
         self.log = structlog.get_logger("hub")
         self._notices: asyncio.Task[None] | None = None  # the settled notices' listener
         self.notices_live = asyncio.Event()  # set while that listener is subscribed
+        self._served: OrderedDict[tuple[str, int], set[str]] = OrderedDict()  # see note_served
 
     # --- the players' sessions on this node ----------------------------------------------------
     def register(self, sub: Subscriber) -> None:
@@ -529,11 +535,18 @@ class Hub:
             failures += 1
             await asyncio.sleep(FOLLOWER_PAUSE_S)
 
+    def note_served(self, table_id: str, round_no: int, players: set[str]) -> None:
+        """A feed is sending these players' settlements of the round: its notice skips them."""
+        self._served.setdefault((table_id, round_no), set()).update(players)
+        while len(self._served) > SERVED_ROUNDS:
+            self._served.popitem(last=False)
+
     def on_settled(self, notice: SettledNotice) -> None:
         """Deliver a round's settlements to this node's sessions of the players paid, but
-        for those a feed of the table here serves itself (joined to it, or bet through it):
-        theirs come after the round's event, in order. Only players with local sessions
-        cost a store read, all of them in one."""
+        for those a feed of the table here serves (it did already, or they are joined to it
+        or bet through it, and theirs come after the round's event, in order). Only players
+        with local sessions cost a store read, all of them in one."""
+        served = self._served.pop((notice.table, notice.round), set())
         if not self.players:
             return
         feed = self.feeds.get(notice.table)
@@ -541,7 +554,7 @@ class Hub:
         wanted = []
         for player in notice.players:
             sessions = self.players.get(player)
-            if not sessions:
+            if not sessions or player in served:
                 continue
             if feed is not None and any(s in bettors or feed.is_subscribed(s) for s in sessions):
                 continue

@@ -8,6 +8,7 @@ subscribed, waiting or parked client either keeps receiving or is asked to resyn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable, Collection
 from typing import Any
@@ -617,3 +618,138 @@ async def test_the_broadcast_comes_before_the_buffer_check_and_a_slow_sub_is_dro
     for event in events[len(fine.seqs) :]:
         feed.publish(event)
     assert fine.seqs == [e["seq"] for e in events]
+
+
+# --- settled notices: every session of a bettor, wherever it is ------------------------------
+
+
+class CountingStore(MemoryStore):
+    """A memory store that records the players of every settlements read."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.reads: list[set[str]] = []
+
+    async def settlements(
+        self, table_id: str, round_no: int, players: Collection[str]
+    ) -> dict[str, Settlement]:
+        self.reads.append(set(players))
+        return await super().settlements(table_id, round_no, players)
+
+
+def _collect(into: list[tuple[str, int]], arrived: asyncio.Event) -> Callable[..., None]:
+    def send(sub: Subscriber, settlement: object) -> None:
+        assert isinstance(sub, FakeSub) and isinstance(settlement, Settlement)
+        into.append((sub.player, settlement.round))
+        arrived.set()
+
+    return send
+
+
+async def _wait(arrived: asyncio.Event) -> None:
+    await asyncio.wait_for(arrived.wait(), within())
+    arrived.clear()
+
+
+async def test_a_notice_brings_the_settlement_to_a_session_of_no_table(
+    clock: ManualClock, make_hub: Make
+) -> None:
+    """The hub follows no table; dave's only session here joined none, and his bet came
+    through another node: the store's notice brings his settlement, read once for him.
+    Carol, with a session here and no bet, costs no read; a notice naming only players with
+    no session here costs none either."""
+    store = CountingStore(clock)
+    await store.create_table(TABLE, RULES)
+    got: list[tuple[str, int]] = []
+    arrived = asyncio.Event()
+    hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
+    dave, carol = FakeSub("dave"), FakeSub("carol")
+    hub.register(dave)
+    hub.register(carol)
+    await asyncio.wait_for(hub.notices_live.wait(), within())
+    owner, round_no = await _round_with_bettors(store, ["erin", "dave"])
+    await owner.finish()
+    await _wait(arrived)
+    assert got == [("dave", round_no)] and store.reads == [{"dave"}]
+    assert hub.feeds == {}
+    await owner.open()
+    await bet(store, "erin", 100, "player", round_no=round_no + 1)
+    await owner.finish()  # a notice for erin alone: nothing to do here
+    await owner.open()
+    await bet(store, "dave", 100, "player", round_no=round_no + 2)
+    await owner.finish()
+    await _wait(arrived)
+    assert got == [("dave", round_no), ("dave", round_no + 2)]
+    assert store.reads == [{"dave"}, {"dave"}]
+
+
+@pytest.mark.parametrize("handed_over", [True, False])
+async def test_players_a_feed_serves_are_not_read_again_for_the_notice(
+    clock: ManualClock, make_hub: Make, handed_over: bool
+) -> None:
+    """Dave is joined to the table here: the feed reads his settlement after the round's
+    event (handed over by the commit, or read by the follower, before or after the notice
+    comes); the notice reads only erin's, whose session here joined nothing."""
+    store = CountingStore(clock)
+    await store.create_table(TABLE, RULES)
+    got: list[tuple[str, int]] = []
+    arrived = asyncio.Event()
+    hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
+    feed = await hub.feed(TABLE)
+    dave, erin = FakeSub("dave"), FakeSub("erin")
+    hub.register(dave)
+    hub.register(erin)
+    assert feed.subscribe_after(dave, feed.last_seq) is not None
+    await asyncio.wait_for(hub.notices_live.wait(), within())
+    owner, round_no = await _round_with_bettors(store, ["dave", "erin"])
+    events = await owner.finish()
+    if handed_over:
+        hub.offer(TABLE, events)
+    await dave.until(lambda: events[-1]["seq"] in dave.seqs)
+    async with asyncio.timeout(within()):
+        while len(got) < 2:
+            await _wait(arrived)
+    assert sorted(got) == [("dave", round_no), ("erin", round_no)]
+    assert sorted(sorted(read) for read in store.reads) == [["dave"], ["erin"]]
+
+
+class NoticesDownOnceStore(MemoryStore):
+    """A memory store whose first settled_notices() fails, as a Redis restarting would."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.subscriptions = 0
+
+    def settled_notices(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        self.subscriptions += 1
+        if self.subscriptions == 1:
+            return _failing()
+        return super().settled_notices()
+
+
+@contextlib.asynccontextmanager
+async def _failing() -> AsyncIterator[Any]:
+    raise StoreUnavailable("redis is unreachable: connection reset")
+    yield  # pragma: no cover - never reached
+
+
+async def test_the_notice_listener_outlives_a_store_error(
+    clock: ManualClock, make_hub: Make
+) -> None:
+    """The store fails the subscription: a warning is logged, the listener subscribes again
+    after a pause, says so, and settlements are delivered; the node never notices."""
+    store = NoticesDownOnceStore(clock)
+    await store.create_table(TABLE, RULES)
+    got: list[tuple[str, int]] = []
+    arrived = asyncio.Event()
+    hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
+    with structlog.testing.capture_logs() as logs:
+        hub.register(FakeSub("dave"))
+        await asyncio.wait_for(hub.notices_live.wait(), within())
+        owner, round_no = await _round_with_bettors(store, ["dave"])
+        await owner.finish()
+        await _wait(arrived)
+    assert got == [("dave", round_no)] and store.subscriptions == 2
+    names = [entry["event"] for entry in logs]
+    assert names == ["settled_notices_error", "settled_notices_resumed"], logs
+    assert logs[0]["log_level"] == "warning"
