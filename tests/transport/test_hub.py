@@ -753,3 +753,39 @@ async def test_the_notice_listener_outlives_a_store_error(
     names = [entry["event"] for entry in logs]
     assert names == ["settled_notices_error", "settled_notices_resumed"], logs
     assert logs[0]["log_level"] == "warning"
+
+
+@pytest.mark.redis
+async def test_the_notice_listener_outlives_a_redis_restart(make_hub: Make) -> None:
+    """Redis is killed and started again under a listening hub: it logs the loss, subscribes
+    again once Redis is back, and the next rounds' settlements arrive."""
+    from server.store.redis import RedisStore
+    from tests.redis_server import start_redis
+
+    with start_redis() as server, structlog.testing.capture_logs() as logs:
+        store = RedisStore.from_url(server.url)
+        try:
+            got: list[tuple[str, int]] = []
+            arrived = asyncio.Event()
+            hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
+            hub.register(FakeSub("dave"))
+            await asyncio.wait_for(hub.notices_live.wait(), within())
+            server.restart()  # killed: nothing kept
+            await store.create_table(TABLE, RULES)
+            await store.ensure_player("dave", 10_000)
+            owner = await _owner(store)
+            # Notices of rounds settled before the listener is back are lost (at most once):
+            # play rounds until one arrives, a bounded number of them.
+            for _ in range(20):
+                await owner.open()
+                await bet(store, "dave", 100, "banker", round_no=owner.state.round)
+                await owner.finish()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(arrived.wait(), within(0.5))
+                    break
+            assert got and got[-1] == ("dave", owner.state.round)
+        finally:
+            await hub.close()
+            await store.close()
+    names = [entry["event"] for entry in logs]
+    assert "settled_notices_error" in names and "settled_notices_resumed" in names, names

@@ -177,6 +177,36 @@ async def test_a_token_is_the_same_player_on_either_node(
     assert await first.store.balance("carol") == mine["balance"]
 
 
+@pytest.mark.redis
+async def test_a_connection_on_a_node_away_from_the_table_gets_the_settlement_once(
+    redis_pair: Callable[..., Awaitable[tuple[Node, Node]]], dial: Dial
+) -> None:
+    """Dave bets on node B; his other connection, on node A, joined no table (node A's hub
+    does not even follow it): the store's settled notice brings it each round's settlement,
+    once, as it does to the connection that bet."""
+    first, second = await redis_pair(secret=SECRET, initial_balance=FUNDS)
+    token = _player_token("dave")
+    away = await dial(first, token=token)
+    betting = await dial(second, token=token)
+    await asyncio.wait_for(first.hub.notices_live.wait(), within())
+    await betting.join()
+    rounds = []
+    for bet_id in ("d-1", "d-2"):
+        accepted = await _bet_next_round(betting, bet_id, 1_000)
+        rounds.append(accepted["round"])
+        await _settlement(betting, accepted["round"])
+    assert TABLE not in first.hub.feeds
+    seen: list[Message] = []
+    async with asyncio.timeout(within()):
+        while not seen or seen[-1]["round"] != rounds[-1]:
+            message = await away.recv()
+            if message["type"] == "settlement":
+                seen.append(message)
+    assert [m["round"] for m in seen] == rounds
+    assert seen[-1]["balance"] == await second.store.balance("dave")
+    assert all(message_problems(m) == [] for m in seen)
+
+
 # --- guests ------------------------------------------------------------------------------------
 
 
