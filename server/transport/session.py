@@ -48,6 +48,10 @@ UNDECODABLE_CLOSE_CODE = 1003  # a frame that is not a message of the connection
 class Session:
     """The WebSocket port of one PlayerSession."""
 
+    # One per connection: slots keep it small. `__dict__` stays for tests that wrap a method
+    # on one session; it is only made when something is set on it.
+    __slots__ = ("__dict__", "_dropped", "ctx", "encoding", "handler", "ws")
+
     def __init__(
         self, ws: ServerConnection, ctx: SessionContext, admission: Admission | None = None
     ) -> None:
@@ -56,7 +60,10 @@ class Session:
         self.encoding = Encoding(ws.subprotocol) if ws.subprotocol else Encoding.MSGPACK
         self._dropped = False
         self.handler = PlayerSession(self, ctx, admission or ctx.admit_guest())
-        self.log = self.handler.log
+
+    @property
+    def log(self) -> Any:
+        return self.handler.log
 
     # --- who it is (for the node's status, metrics and tests) ---------------------------
     @property
