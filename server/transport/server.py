@@ -134,6 +134,9 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
         return await routes(connection, request)
 
     def handler(ws: ServerConnection) -> Awaitable[None]:
+        # The handshake is done and its response (~1 KiB of headers) is never read again;
+        # websockets would keep it for the connection's life.
+        ws.response = None
         # The session's own coroutine, not one awaiting it: a frame less per connection.
         return Session(ws, ctx, getattr(ws, "admission", None)).serve()
 
