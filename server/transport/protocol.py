@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import itertools
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -138,6 +139,7 @@ class PlayerSession:
         "_join_lock",
         "_lock_users",
         "_log",
+        "_player",
         "_settled",
         "ctx",
         "identity",
@@ -152,6 +154,8 @@ class PlayerSession:
         self.port = port
         self.ctx = ctx
         self.identity: Identity = admission.identity
+        # Asked on every request and by the hub: the identity never changes, so once.
+        self._player = self.identity.player if self.identity.may_bet else None
         self.token = admission.token  # a guest's renewed token, for welcome.token
         self.number = next(_session_numbers)
         self.joined: tuple[str, ...] = ()  # rarely more than one table: a tuple is smallest
@@ -201,7 +205,7 @@ class PlayerSession:
     @property
     def player(self) -> str | None:
         """The wallet this connection plays with; None for a spectator or an operator."""
-        return self.identity.player if self.may_bet else None
+        return self._player
 
     @property
     def encoding(self) -> Encoding:
@@ -306,10 +310,14 @@ class PlayerSession:
 
     async def _dispatch(self, command: Command) -> None:
         self.ctx.metrics.message_in(type(command).__name__.lower())
-        await self._guest_sighting()
+        if self.identity.guest:
+            await self._guest_sighting()
         if isinstance(command, Bet):
-            with self.ctx.metrics.timing_bet():
+            started = time.perf_counter()
+            try:
                 await self._bet(command)
+            finally:
+                self.ctx.metrics.bet_took(time.perf_counter() - started)
         elif isinstance(command, Join):
             await self._join(command)
         elif isinstance(command, Leave):
@@ -371,12 +379,17 @@ class PlayerSession:
             )
         )
         self.ctx.metrics.bet_answered("ACCEPTED")
-        try:
-            feed = await self.ctx.hub.feed(bet.table)
-        except StoreUnavailable:
-            self.log.warning("settlement_not_tracked", table=bet.table, round=receipt.round)
-            return
-        feed.bettors.setdefault(receipt.round, set()).add(self)
+        feed = self.ctx.hub.feeds.get(bet.table)  # started by now, but for the first bets
+        if feed is None:
+            try:
+                feed = await self.ctx.hub.feed(bet.table)
+            except StoreUnavailable:
+                self.log.warning("settlement_not_tracked", table=bet.table, round=receipt.round)
+                return
+        bettors = feed.bettors.get(receipt.round)
+        if bettors is None:
+            bettors = feed.bettors[receipt.round] = set()
+        bettors.add(self)
 
     def _reject(self, bet: Bet, code: RejectCode, message: str) -> None:
         self.ctx.metrics.bet_answered(code.value)
