@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 
 from prometheus_client import (
     CollectorRegistry,
@@ -134,6 +133,8 @@ class Metrics:
         )
         # Label children cached: a hot path pays one dict lookup, not labels()'s validation.
         self._out: dict[str, PromCounter] = {}
+        self._in: dict[str, PromCounter] = {}
+        self._answered: dict[str, PromCounter] = {}
 
     # --- wiring ---------------------------------------------------------------------------
     def watch_connections(self, counts: ConnectionCounts) -> None:
@@ -146,7 +147,10 @@ class Metrics:
 
     # --- transport ------------------------------------------------------------------------
     def message_in(self, kind: str) -> None:
-        self.messages_in.labels(kind).inc()
+        child = self._in.get(kind)
+        if child is None:
+            child = self._in[kind] = self.messages_in.labels(kind)
+        child.inc()
 
     def message_out(self, kind: str, count: int = 1) -> None:
         child = self._out.get(kind)
@@ -161,16 +165,15 @@ class Metrics:
             self.message_out("event", subscribers)
             self.fanout_latency.observe(max(0.0, time.time() - committed_at_ms / 1000))
 
-    @contextmanager
-    def timing_bet(self) -> Iterator[None]:
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.bet_latency.observe(time.perf_counter() - start)
+    def bet_took(self, seconds: float) -> None:
+        """One bet handled, from its frame's decoding to its answer."""
+        self.bet_latency.observe(seconds)
 
     def bet_answered(self, result: str) -> None:
-        self.bets.labels(result).inc()
+        child = self._answered.get(result)
+        if child is None:
+            child = self._answered[result] = self.bets.labels(result)
+        child.inc()
 
     def slow_client_dropped(self) -> None:
         self.slow_clients_dropped.inc()

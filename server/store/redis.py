@@ -96,6 +96,7 @@ _SCRIPTS = (
     "expire_guests",
 )
 BATCH_MAX = 256  # commands one pipeline carries; more calls in the same tick take several
+TABLE_KEYS_CACHED = 1024  # tables whose key names are kept made
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
 EXPIRE_BATCH = 500  # guests one expire_guests script looks at: a short script, many if needed
 NOTICE_POLL_S = 1.0  # one wait for a settled notice; the listener loops, checking its health
@@ -259,6 +260,11 @@ class RedisStore(Store):
         self._history = (max(history_events, 1), max(history_rounds, 1))
         self._recall_rounds = max(recall_rounds, 1)
         self._prefix = key_prefix
+        # Keys every bet names, made once instead of per call.
+        self._ledger_key = f"{key_prefix}:ledger"
+        # The guests' expiries (zset, by the store's clock) and their TTLs (hash).
+        self._guest_keys = (f"{key_prefix}:guests", f"{key_prefix}:guest_ttl")
+        self._tables: dict[str, _TableKeys] = {}
         self._timeout_s = timeout_s
         self._retries = retries
         self._max_connections = max_connections
@@ -320,19 +326,15 @@ class RedisStore(Store):
         return client
 
     def _table_keys(self, table_id: str) -> _TableKeys:
-        return _TableKeys(self._prefix, table_id)
+        keys = self._tables.get(table_id)
+        if keys is None:
+            if len(self._tables) >= TABLE_KEYS_CACHED:  # ids from callers: keep it bounded
+                self._tables.clear()
+            keys = self._tables[table_id] = _TableKeys(self._prefix, table_id)
+        return keys
 
     def _player_key(self, player: str, kind: str) -> str:
         return f"{self._prefix}:{{p:{player}}}:{kind}"
-
-    @property
-    def _ledger_key(self) -> str:
-        return f"{self._prefix}:ledger"
-
-    @property
-    def _guest_keys(self) -> list[str]:
-        """The guests' expiries (zset, by the store's clock) and their TTLs (hash)."""
-        return [f"{self._prefix}:guests", f"{self._prefix}:guest_ttl"]
 
     async def _run(self, name: str, keys: Sequence[str], args: Sequence[object]) -> Any:
         script = self._scripts[name]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import TypeVar, cast
+from typing import Any
 
 from websockets.asyncio.server import ServerConnection
 from websockets.http11 import Request
@@ -31,7 +31,6 @@ __all__ = [
     "BodyReading",
     "Posted",
     "posted_body",
-    "reading_bodies",
     "request_method",
 ]
 
@@ -42,7 +41,6 @@ MAX_HEAD_BYTES = 64 * 1024
 _POST = b"POST "
 _END_OF_HEAD = b"\r\n\r\n"
 _BODY_HEADERS = (b"content-length", b"transfer-encoding")
-_C = TypeVar("_C", bound=ServerConnection)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +80,22 @@ def _length(head_lines: list[bytes]) -> int | Posted:
 
 
 class BodyReading(ServerConnection):
-    """A server connection that reads a small POST body for the operator API itself."""
+    """A server connection that reads a small POST body for the operator API itself.
 
-    posted: Posted | None = None  # the body of this connection's POST, once read
-    _held: bytearray | None = None  # bytes held back from websockets; None: not holding
-    _passing = True  # feed websockets as usual (False until the first bytes are judged)
-    _dropping = False  # the request was handed over: whatever follows it is not for us
+    Its state is in slots, not in the instance dict: websockets' connection already holds
+    28 attributes and CPython shares an instance dict's keys only up to 30, so a few more
+    would give every connection a dict of its own (~1.3 KiB more per connection)."""
+
+    __slots__ = ("_dropping", "_held", "_passing", "posted")
+
+    posted: Posted | None  # the body of this connection's POST, once read
+    _held: bytearray | None  # bytes held back from websockets; None: not holding
+    _passing: bool  # feed websockets as usual (False until the first bytes are judged)
+    _dropping: bool  # the request was handed over: whatever follows it is not for us
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.posted, self._held, self._passing, self._dropping = None, None, True, False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._held, self._passing = bytearray(), False
@@ -149,12 +157,6 @@ class BodyReading(ServerConnection):
 def posted_body(connection: ServerConnection) -> Posted | None:
     """The POST body read for this connection's request; None for a request without one."""
     return connection.posted if isinstance(connection, BodyReading) else None
-
-
-def reading_bodies(connection_class: type[_C]) -> type[_C]:
-    """The server's connection class, also reading small POST bodies (BodyReading goes first
-    in its method order, so it sees the bytes before websockets does)."""
-    return cast("type[_C]", type(connection_class.__name__, (BodyReading, connection_class), {}))
 
 
 def request_method(connection: ServerConnection, request: Request) -> str:

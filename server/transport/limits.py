@@ -70,27 +70,41 @@ class TokenBucket:
 
 
 class ConnectionLimits:
-    """One connection's buckets: `check` a request of a kind, `refuse` any other refusal."""
+    """One connection's buckets: `check` a request of a kind, `refuse` any other refusal.
 
-    def __init__(self, limits: RateLimits, now: float) -> None:
-        self.buckets: dict[Kind, TokenBucket] = {}
-        for kind in Kind:
-            rate = limits.rate(kind)
-            if rate > 0:
-                self.buckets[kind] = TokenBucket(rate, max(1.0, rate * limits.burst_s), now)
+    A bucket is made when its kind is first asked for: a new bucket is full, and so is one
+    never used since the connection opened, so that is the same, and an idle connection holds
+    none."""
+
+    __slots__ = ("buckets", "limits", "refusals")
+
+    def __init__(self, limits: RateLimits) -> None:
+        self.limits = limits  # shared by every connection of the node
+        self.buckets: dict[Kind, TokenBucket] | None = None
         self.refusals: TokenBucket | None = None
-        if limits.max_refusals > 0:
-            count = float(limits.max_refusals)
-            self.refusals = TokenBucket(count / FLOOD_WINDOW_S, count, now)
 
     def check(self, kind: Kind, now: float) -> Verdict:
-        bucket = self.buckets.get(kind)
-        if bucket is None or bucket.take(now):
+        buckets = self.buckets
+        bucket = None if buckets is None else buckets.get(kind)
+        if bucket is None:
+            rate = self.limits.rate(kind)
+            if rate <= 0:
+                return Verdict.ALLOWED
+            bucket = TokenBucket(rate, max(1.0, rate * self.limits.burst_s), now)
+            if buckets is None:
+                buckets = self.buckets = {}
+            buckets[kind] = bucket
+        if bucket.take(now):
             return Verdict.ALLOWED
         return self.refuse(now)
 
     def refuse(self, now: float) -> Verdict:
         """Count one refusal; FLOODING once more than max_refusals fall in the window."""
-        if self.refusals is None or self.refusals.take(now):
+        if self.limits.max_refusals <= 0:
+            return Verdict.REFUSED
+        if self.refusals is None:
+            count = float(self.limits.max_refusals)
+            self.refusals = TokenBucket(count / FLOOD_WINDOW_S, count, now)
+        if self.refusals.take(now):
             return Verdict.REFUSED
         return Verdict.FLOODING

@@ -15,8 +15,11 @@ bets; a `spectator` or an `operator` joins, watches, replays and recalls nothing
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -125,20 +128,66 @@ class Port(Protocol):
 
 
 class PlayerSession:
-    """One connection's protocol: identity, joins, rate limits and the commands."""
+    """One connection's protocol: identity, joins, rate limits and the commands.
+
+    A node holds thousands of these, mostly idle spectators: the instance has slots, and
+    what not every connection needs (its logger, the join lock, the settlements sent, the
+    rate buckets) is made on first use and shared or dropped when it can be."""
+
+    __slots__ = (
+        "_guest_seen",
+        "_join_lock",
+        "_lock_users",
+        "_log",
+        "_player",
+        "_settled",
+        "ctx",
+        "identity",
+        "joined",
+        "limits",
+        "number",
+        "port",
+        "token",
+    )
 
     def __init__(self, port: Port, ctx: SessionContext, admission: Admission) -> None:
         self.port = port
         self.ctx = ctx
         self.identity: Identity = admission.identity
+        # Asked on every request and by the hub: the identity never changes, so once.
+        self._player = self.identity.player if self.identity.may_bet else None
         self.token = admission.token  # a guest's renewed token, for welcome.token
         self.number = next(_session_numbers)
-        self.joined: set[str] = set()
-        self._join_lock = asyncio.Lock()  # a join and a resync (see resync) never interleave
-        self.limits = ConnectionLimits(ctx.limits, self._now())
-        self._settled: dict[tuple[str, int], None] = {}  # settlements sent, oldest first
+        self.joined: tuple[str, ...] = ()  # rarely more than one table: a tuple is smallest
+        # A join and a resync (see resync) never interleave; the lock exists while in use.
+        self._join_lock: asyncio.Lock | None = None
+        self._lock_users = 0
+        self.limits = ConnectionLimits(ctx.limits)
+        self._settled: dict[tuple[str, int], None] | None = None  # sent, oldest first
         self._guest_seen = self._now()
-        self.log = structlog.get_logger("session").bind(conn=self.number, player=self.player)
+        self._log: Any = None
+
+    @property
+    def log(self) -> Any:
+        """This connection's logger (conn, player), bound when it first logs."""
+        if self._log is None:
+            self._log = structlog.get_logger("session").bind(conn=self.number, player=self.player)
+        return self._log
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self) -> AsyncIterator[None]:
+        """Hold the join lock; it is dropped again once nobody holds or awaits it."""
+        if self._join_lock is None:
+            self._join_lock = asyncio.Lock()
+        lock = self._join_lock
+        self._lock_users += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._lock_users -= 1
+            if not self._lock_users:
+                self._join_lock = None
 
     @staticmethod
     def _now() -> float:
@@ -156,7 +205,7 @@ class PlayerSession:
     @property
     def player(self) -> str | None:
         """The wallet this connection plays with; None for a spectator or an operator."""
-        return self.identity.player if self.may_bet else None
+        return self._player
 
     @property
     def encoding(self) -> Encoding:
@@ -205,7 +254,7 @@ class PlayerSession:
 
     def stop(self) -> None:
         """The connection is gone: leave every table and the player's sessions."""
-        self.joined.clear()  # a resync still under way must not subscribe it again
+        self.joined = ()  # a resync still under way must not subscribe it again
         self.ctx.hub.unsubscribe_everywhere(self)
         self.ctx.hub.unregister(self)
 
@@ -261,10 +310,14 @@ class PlayerSession:
 
     async def _dispatch(self, command: Command) -> None:
         self.ctx.metrics.message_in(type(command).__name__.lower())
-        await self._guest_sighting()
+        if self.identity.guest:
+            await self._guest_sighting()
         if isinstance(command, Bet):
-            with self.ctx.metrics.timing_bet():
+            started = time.perf_counter()
+            try:
                 await self._bet(command)
+            finally:
+                self.ctx.metrics.bet_took(time.perf_counter() - started)
         elif isinstance(command, Join):
             await self._join(command)
         elif isinstance(command, Leave):
@@ -326,19 +379,24 @@ class PlayerSession:
             )
         )
         self.ctx.metrics.bet_answered("ACCEPTED")
-        try:
-            feed = await self.ctx.hub.feed(bet.table)
-        except StoreUnavailable:
-            self.log.warning("settlement_not_tracked", table=bet.table, round=receipt.round)
-            return
-        feed.bettors.setdefault(receipt.round, set()).add(self)
+        feed = self.ctx.hub.feeds.get(bet.table)  # started by now, but for the first bets
+        if feed is None:
+            try:
+                feed = await self.ctx.hub.feed(bet.table)
+            except StoreUnavailable:
+                self.log.warning("settlement_not_tracked", table=bet.table, round=receipt.round)
+                return
+        bettors = feed.bettors.get(receipt.round)
+        if bettors is None:
+            bettors = feed.bettors[receipt.round] = set()
+        bettors.add(self)
 
     def _reject(self, bet: Bet, code: RejectCode, message: str) -> None:
         self.ctx.metrics.bet_answered(code.value)
         self.send(shapes.bet_rejected(bet.bet_id, bet.table, code.value, message))
 
     async def _join(self, join: Join) -> None:
-        async with self._join_lock:  # never interleaved with a resync of this session
+        async with self._exclusive():  # never interleaved with a resync of this session
             settled = await self._join_unlocked(join)
         await self._resume(join.table, settled)
 
@@ -354,7 +412,8 @@ class PlayerSession:
             if was_live:  # a failed re-join leaves the earlier subscription as it was
                 feed.subscribe_after(self, resume)
             raise
-        self.joined.add(join.table)
+        if join.table not in self.joined:
+            self.joined += (sys.intern(join.table),)  # not the message's copy of the id
         return settled
 
     async def _catch_up(
@@ -440,7 +499,7 @@ class PlayerSession:
         feed = self.ctx.hub.feeds.get(leave.table)
         if feed is not None:
             feed.unsubscribe(self)
-        self.joined.discard(leave.table)
+        self.joined = tuple(t for t in self.joined if t != leave.table)
         self.send(shapes.left(leave.table))
 
     async def _replay(self, replay: Replay) -> None:
@@ -476,7 +535,9 @@ class PlayerSession:
         """One settlement, once per (table, round) on this connection: the hub and a resume
         may both bring it."""
         key = (settlement.table, settlement.round)
-        if key in self._settled:
+        if self._settled is None:
+            self._settled = {}
+        elif key in self._settled:
             return
         self._settled[key] = None
         if len(self._settled) > SETTLEMENTS_REMEMBERED:
@@ -502,7 +563,7 @@ class PlayerSession:
             await self.port.close(STORE_CLOSE_CODE, "could not resync the table; reconnect")
 
     async def _resync(self, table_id: str) -> None:
-        async with self._join_lock:
+        async with self._exclusive():
             if table_id not in self.joined or self.dropped:
                 return  # left the table, or the connection, meanwhile
             feed = await self.ctx.hub.feed(table_id)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
+from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
@@ -17,7 +18,7 @@ from websockets.typing import Origin, Subprotocol
 
 from server.auth import Admission, AuthError, parse_query
 from server.transport.http import WS_PATH, HttpRoutes, decode_path, text_response
-from server.transport.http_body import reading_bodies
+from server.transport.http_body import BodyReading
 from server.transport.session import Session, SessionContext
 from server.wire.codec import SUBPROTOCOLS, Encoding
 
@@ -100,9 +101,14 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
     # Open connections per player on this node, counted from admission to close.
     per_player: Counter[str] = Counter()
 
-    class Connection(ServerConnection):
-        peer_ip = "?"
-        admission: Admission | None = None  # who the handshake admitted (/ws only)
+    class Connection(BodyReading):  # BodyReading reads POST bodies for the operator API
+        # Slots, not instance attributes: see BodyReading.
+        __slots__ = ("admission", "peer_ip")
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.peer_ip = "?"
+            self.admission: Admission | None = None  # who the handshake admitted (/ws only)
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             self.peer_ip = _peer_ip(transport)
@@ -127,8 +133,12 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
                 return refused
         return await routes(connection, request)
 
-    async def handler(ws: ServerConnection) -> None:
-        await Session(ws, ctx, getattr(ws, "admission", None)).serve()
+    def handler(ws: ServerConnection) -> Awaitable[None]:
+        # The handshake is done and its response (~1 KiB of headers) is never read again;
+        # websockets would keep it for the connection's life.
+        ws.response = None
+        # The session's own coroutine, not one awaiting it: a frame less per connection.
+        return Session(ws, ctx, getattr(ws, "admission", None)).serve()
 
     # No Origin header (a non-browser client) is always allowed; browsers must match exactly.
     origins: list[Origin | None] | None = None
@@ -150,7 +160,7 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
         ping_interval=20,
         ping_timeout=20,
         server_header="baccarat-live",
-        create_connection=reading_bodies(Connection),  # POST bodies for the operator API
+        create_connection=Connection,
         backlog=listen.backlog,  # passed on to loop.create_server
         reuse_port=listen.reuse_port or None,
     )

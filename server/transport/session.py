@@ -48,6 +48,10 @@ UNDECODABLE_CLOSE_CODE = 1003  # a frame that is not a message of the connection
 class Session:
     """The WebSocket port of one PlayerSession."""
 
+    # One per connection: slots keep it small. `__dict__` stays for tests that wrap a method
+    # on one session; it is only made when something is set on it.
+    __slots__ = ("__dict__", "_dropped", "ctx", "encoding", "handler", "ws")
+
     def __init__(
         self, ws: ServerConnection, ctx: SessionContext, admission: Admission | None = None
     ) -> None:
@@ -56,7 +60,10 @@ class Session:
         self.encoding = Encoding(ws.subprotocol) if ws.subprotocol else Encoding.MSGPACK
         self._dropped = False
         self.handler = PlayerSession(self, ctx, admission or ctx.admit_guest())
-        self.log = self.handler.log
+
+    @property
+    def log(self) -> Any:
+        return self.handler.log
 
     # --- who it is (for the node's status, metrics and tests) ---------------------------
     @property
@@ -133,8 +140,10 @@ class Session:
                 if self._dropped or not await self._handle_frame(frame):
                     break
                 # A queued frame is returned without a pause: yield, so a connection flooding
-                # frames takes turns with the others instead of holding the loop.
-                await asyncio.sleep(0)
+                # frames takes turns with the others instead of holding the loop. Without one
+                # queued, reading the next frame waits (and yields) anyway.
+                if _frames_queued(self.ws):
+                    await asyncio.sleep(0)
         except ConnectionClosed:
             pass
         except StoreUnavailable:
@@ -151,6 +160,16 @@ class Session:
             await self.ws.close(UNDECODABLE_CLOSE_CODE, str(error)[:120])
             return False
         return await self.handler.handle(message)
+
+
+def _frames_queued(ws: ServerConnection) -> bool:
+    """Whether frames already received wait to be read (websockets' receive queue); True
+    when it cannot tell, so a connection then always yields."""
+    frames = getattr(getattr(ws, "recv_messages", None), "frames", None)
+    try:
+        return len(frames) > 0  # type: ignore[arg-type]
+    except TypeError:
+        return True
 
 
 async def close_all(ctx: SessionContext, code: int, reason: str) -> None:
