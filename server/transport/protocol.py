@@ -249,6 +249,7 @@ class PlayerSession:
                 self.ctx.node_id,
                 cast(shapes.RoleName, self.role),
                 self.token,
+                name=self.identity.name if self.identity.player is not None else None,
             )
         )
 

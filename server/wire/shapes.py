@@ -350,6 +350,7 @@ TableEvent = (
 class _Welcome(TypedDict):
     type: Literal["welcome"]
     player: str | None  # None for an anonymous spectator
+    name: str | None  # the display name the token gives; None for an anonymous spectator
     balance: int | None  # None for a spectator (no wallet)
     tables: list[TableInfo]
     encoding: str
@@ -580,10 +581,12 @@ def welcome(
     node: str,
     role: RoleName,
     token: str | None = None,
+    name: str | None = None,
 ) -> Welcome:
     message: Welcome = {
         "type": "welcome",
         "player": player,
+        "name": name,
         "balance": balance,
         "tables": [table_info(table_id, rules) for table_id, rules in tables.items()],
         "encoding": encoding,

@@ -106,7 +106,13 @@ class NodeProcess:
             self.proc.kill()
             code = await self.proc.wait()
         if self._drain is not None:
-            await self._drain
+            # The output ends when every holder of the pipe has exited: a child the process
+            # left behind (a worker) would keep it open, so the wait is bounded.
+            try:
+                async with asyncio.timeout(5 * SCALE):
+                    await self._drain
+            except TimeoutError:
+                self._drain.cancel()
         return code
 
     async def status(self) -> dict[str, Any]:

@@ -117,11 +117,13 @@ async def test_no_token_where_one_is_required_is_401_with_a_reason(
 async def test_a_token_connects_as_its_player_by_query_or_header(
     make_node: NodeFactory, dial: Dial
 ) -> None:
-    """`?token=` or `Authorization: Bearer`: welcome names the player and the role, with the
-    initial balance; no welcome.token for a real (non-guest) player."""
+    """`?token=` or `Authorization: Bearer`: welcome names the player, its display name and
+    the role, with the initial balance; no welcome.token for a real (non-guest) player."""
     node = await make_node(secret=SECRET, initial_balance=FUNDS)
     by_query = await dial(node, token=_player_token("alice"))
     by_header = await dial(node, {"Authorization": f"Bearer {_player_token('bob')}"})
+    named = await dial(node, token=mint_token(SECRET, "dora", name="Dora M.", ttl_s=600))
+    assert named.welcome["name"] == "Dora M."
     for client, player in ((by_query, "alice"), (by_header, "bob")):
         welcome = client.welcome
         assert (welcome["player"], welcome["role"], welcome["balance"]) == (player, "player", FUNDS)

@@ -165,8 +165,11 @@ def test_small_message_constructors() -> None:
 def test_welcome_constructor() -> None:
     """welcome lists every table with its rules, the role, and the token only when given."""
     tables = {"t1": RULES}
-    plain = shapes.welcome("alice", 10, tables, "baccarat.v1.json", "n1", "player")
-    assert list(plain) == ["type", "player", "balance", "tables", "encoding", "node", "role"]
+    plain = shapes.welcome("alice", 10, tables, "baccarat.v1.json", "n1", "player", name="Alice")
+    assert list(plain) == [
+        *("type", "player", "name", "balance", "tables", "encoding", "node", "role"),
+    ]
+    assert plain["name"] == "Alice"
     assert plain["tables"] == [{"id": "t1", **RULES.to_dict()}]
     guest = shapes.welcome("guest-1", 10, tables, "baccarat.v1.json", "n1", "player", "tok")
     assert guest["token"] == "tok"
