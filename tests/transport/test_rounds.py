@@ -19,6 +19,7 @@ from tests.transport.conftest import (
     ClientFactory,
     Message,
     NodeFactory,
+    bet_message,
     within,
 )
 
@@ -64,16 +65,7 @@ async def test_spectator_and_bettor_see_a_whole_round(
     opened = await bettor.event("round_opened", snapshot["round"])
     round_no = opened["round"]
     for bet_id, spot, amount in BETS:
-        await bettor.send(
-            {
-                "type": "bet",
-                "table": TABLE,
-                "round": round_no,
-                "bet_id": bet_id,
-                "spot": spot,
-                "amount": amount,
-            }
-        )
+        await bettor.send(bet_message(round_no, bet_id, spot, amount))
     accepted = [await bettor.reply("bet_accepted") for _ in BETS]
     staked = sum(amount for _, _, amount in BETS)
     assert [a["bet_id"] for a in accepted] == [b[0] for b in BETS]
