@@ -21,6 +21,7 @@ from importlib import resources
 from typing import Any, NoReturn
 
 import hiredis
+import structlog
 from redis.asyncio import BlockingConnectionPool, Connection, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -81,6 +82,8 @@ from server.store.wallet import (
 )
 
 __all__ = ["RedisStore"]
+
+_log = structlog.get_logger("store")
 
 _SCRIPTS = (
     "create_table",
@@ -667,8 +670,11 @@ class RedisStore(Store):
                 )
             if message is None or message["type"] != "message":
                 continue
-            table_id, round_no, players = unpackb(message["data"])
-            yield SettledNotice(table_id, round_no, tuple(players))
+            notice = _notice_of(message["data"])
+            if notice is None:  # not ours (anyone may PUBLISH): skipped, the listener goes on
+                _log.warning("settled_notice_malformed", size=len(message["data"]))
+                continue
+            yield notice
 
     # --- events ---------------------------------------------------------------------------
     async def last_seq(self, table_id: str) -> int:
@@ -802,3 +808,19 @@ def _by_player(payouts: list[Payout]) -> dict[str, list[Payout]]:
     for payout in payouts:
         grouped.setdefault(payout.player, []).append(payout)
     return grouped
+
+
+def _notice_of(data: bytes) -> SettledNotice | None:
+    """The notice a commit script published ([table, round, [player, ...]]), or None."""
+    try:
+        table_id, round_no, players = unpackb(data)
+    except Exception:  # any bytes at all may arrive on a pub/sub channel
+        return None
+    if (
+        not isinstance(table_id, str)
+        or type(round_no) is not int
+        or not isinstance(players, list)
+        or not all(isinstance(player, str) for player in players)
+    ):
+        return None
+    return SettledNotice(table_id, round_no, tuple(players))

@@ -9,9 +9,11 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import structlog.testing
 from redis.asyncio import Redis
 
 from server.store.base import SettledNotice, StoreUnavailable
+from server.store.codec import packb
 from server.store.redis import RedisStore
 from tests.redis_server import RedisProcess, delete_keys, start_redis
 from tests.store import RULES, TABLE, WAIT_S, Owner, bet
@@ -44,6 +46,32 @@ async def test_every_store_of_one_key_prefix_hears_the_commit(redis_url: str) ->
             await store.close()
         await raw.aclose()
         await delete_keys(redis_url, [prefix, prefix + "-other"])
+
+
+async def test_a_stray_message_on_the_channel_is_skipped(redis_url: str) -> None:
+    """Anyone with access may PUBLISH on the channel: what is not a notice is skipped with a
+    warning, and the listener still hears the next commit."""
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    store = RedisStore.from_url(redis_url, key_prefix=prefix)
+    raw = Redis.from_url(redis_url)
+    try:
+        await store.create_table(TABLE, RULES)
+        await store.ensure_player("dave", 1_000)
+        owner = await Owner(store).start()
+        async with store.settled_notices() as notices:
+            for junk in (b"\xc1", packb(["t", "1", ["x"]]), packb([1, 2]), b"hello"):
+                await raw.publish(f"{prefix}:settled", junk)
+            await owner.open()
+            await bet(store, "dave", 100, "banker")
+            await owner.finish()
+            with structlog.testing.capture_logs() as logs:
+                notice = await asyncio.wait_for(anext(notices), WAIT_S)
+        assert notice == SettledNotice(TABLE, 1, ("dave",))
+        assert [e["event"] for e in logs] == ["settled_notice_malformed"] * 4
+    finally:
+        await store.close()
+        await raw.aclose()
+        await delete_keys(redis_url, [prefix])
 
 
 @pytest.fixture
