@@ -153,7 +153,6 @@ class Node:
             max_replay_events=settings.max_replay_events,
             metrics=self.metrics,
             auth=self.auth,
-            guest_ttl_ms=settings.guest_ttl * 1000,
             max_connections_per_player=settings.max_connections_per_player,
         )
         self.metrics.watch_connections(self._connection_counts)
@@ -261,13 +260,11 @@ class Node:
 
     async def table_rows(self) -> list[dict[str, Any]]:
         """GET /api/tables: every table's state, owner and counts."""
-        subscribers = {t: f.subscriber_count for t, f in self.hub.feeds.items()}
-        return await table_rows(self.store, subscribers)
+        return await table_rows(self.store, self.hub.subscriber_counts())
 
     def lobby(self) -> dict[str, Any]:
         """GET /lobby, open to all: how many connections of this node watch each table."""
-        subscribers = {t: f.subscriber_count for t, f in self.hub.feeds.items()}
-        return {"node": self.node_id, "subscribers": subscribers}
+        return {"node": self.node_id, "subscribers": self.hub.subscriber_counts()}
 
     async def status(self) -> dict[str, Any]:
         owned = []
@@ -287,7 +284,7 @@ class Node:
             "owned": owned,
             "following": sorted(self.hub.feeds),
             "connections": len(self.ctx.sessions),
-            "subscribers": {t: f.subscriber_count for t, f in self.hub.feeds.items()},
+            "subscribers": self.hub.subscriber_counts(),
             "draining": self.draining,
             "paused": [table for table in self.tables if await self.store.paused(table)],
         }

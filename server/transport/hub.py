@@ -340,6 +340,10 @@ class Hub:
         self.notices_live = asyncio.Event()  # set while that listener is subscribed
         self._served: OrderedDict[tuple[str, int], set[str]] = OrderedDict()  # see note_served
 
+    def subscriber_counts(self) -> dict[str, int]:
+        """How many of this node's connections watch each table it follows."""
+        return {table_id: feed.subscriber_count for table_id, feed in self.feeds.items()}
+
     # --- the players' sessions on this node ----------------------------------------------------
     def register(self, sub: Subscriber) -> None:
         if sub.player is not None:

@@ -88,20 +88,17 @@ class SessionContext:
     limits: RateLimits = field(default_factory=RateLimits)
     max_replay_events: int = 500  # events in one replay answer; the client pages on
     metrics: Metrics = field(default_factory=Metrics)
-    # Who may connect (None: everyone is a new guest, as before tokens; tests of the parts).
-    auth: AuthPolicy | None = None
-    guest_ttl_ms: int = 3_600_000  # a guest's wallet lives this long after it was last seen
+    # Who may connect, and how long a guest's wallet lives after it was last seen.
+    auth: AuthPolicy = field(default_factory=lambda: AuthPolicy.configure(None))
     max_connections_per_player: int = 0  # per node; 0: no cap
     sessions: set[Any] = field(default_factory=set)  # the transport's live sessions
     # Failures (bugs) already logged with a traceback: later ones get one line each, so a
     # client repeating the frame that triggers a bug cannot fill the log.
     failures_logged: set[str] = field(default_factory=set)
 
-    def admit_guest(self) -> Admission:
-        """A fresh guest, for a connection admitted without a policy."""
-        if self.auth is None:
-            self.auth = AuthPolicy.configure(None)
-        return self.auth.new_guest()
+    @property
+    def guest_ttl_ms(self) -> int:
+        return self.auth.guest_ttl_s * 1000
 
 
 class Port(Protocol):

@@ -45,12 +45,15 @@ class Listen:
     reuse_port: bool = False  # several worker processes share the port (SO_REUSEPORT)
 
 
+_OURS = frozenset(e.value for e in SUBPROTOCOLS)
+
+
 def _select_subprotocol(
     connection: ServerConnection, offered: Sequence[Subprotocol]
 ) -> Subprotocol | None:
     """The first of ours the client offers; none offered (or none of ours) means msgpack."""
     for name in offered:
-        if name in {e.value for e in SUBPROTOCOLS}:
+        if name in _OURS:
             return Subprotocol(name)
     return None
 
@@ -66,11 +69,8 @@ def _admit(
     """Who the handshake is, before the upgrade: kept on the connection for its session, or
     refused with the policy's status (401; 400 for a malformed query) and a one-line reason.
     One connection more than --max-connections-per-player of one player gets 429."""
-    policy = ctx.auth
-    if policy is None:
-        return None  # no policy: every connection is a new guest (see Session)
     try:
-        admission = policy.authenticate(parse_query(request.path), request.headers)
+        admission = ctx.auth.authenticate(parse_query(request.path), request.headers)
     except AuthError as error:
         return text_response(HTTPStatus(error.status), error.reason + "\n")
     player = admission.identity.player

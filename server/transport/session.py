@@ -59,7 +59,7 @@ class Session:
         self.ctx = ctx
         self.encoding = Encoding(ws.subprotocol) if ws.subprotocol else Encoding.MSGPACK
         self._dropped = False
-        self.handler = PlayerSession(self, ctx, admission or ctx.admit_guest())
+        self.handler = PlayerSession(self, ctx, admission or ctx.auth.new_guest())
 
     @property
     def log(self) -> Any:
