@@ -16,7 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from importlib import resources
 from typing import Any, NoReturn
 
@@ -99,6 +107,7 @@ _SCRIPTS = (
     "expire_guests",
 )
 BATCH_MAX = 256  # commands one pipeline carries; more calls in the same tick take several
+BET_BATCH_MAX = 64  # bets one place_bet script takes: Redis runs nothing else meanwhile
 TABLE_KEYS_CACHED = 1024  # tables whose key names are kept made
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
 EXPIRE_BATCH = 500  # guests one expire_guests script looks at: a short script, many if needed
@@ -189,12 +198,16 @@ class _Batcher:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def call(self, *args: Any) -> Any:
+        return await self.submit(*args)
+
+    def submit(self, *args: Any) -> asyncio.Future[Any]:
+        """Queue a command in this turn's pipeline now; its reply comes in the future."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if not self._queued:
             loop.call_soon(self._flush)
         self._queued.append((args, future))
-        return await future
+        return future
 
     def _flush(self) -> None:
         queued, self._queued = self._queued, []
@@ -222,6 +235,64 @@ class _Batcher:
             if isinstance(reply, Exception):
                 future.set_exception(reply)
             else:
+                future.set_result(reply)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class _BetBatches:
+    """Gathers the bets placed on each table within one turn of the event loop into one
+    place_bet script call (at most BET_BATCH_MAX bets each).
+
+    One script call per bet cost Redis the call's own overhead and a read of the table's
+    state, the clock and the spot's limits for every bet, and the node redis-py's per-command
+    work; a batch pays them once. Each caller still gets its own reply or error; a call that
+    fails fails every bet in it (place_bet is idempotent by bet_id, so a caller may retry)."""
+
+    def __init__(self, submit: Callable[[str, list[str], list[str]], Awaitable[Any]]) -> None:
+        self._submit = submit  # queues the batch's script call at once; awaited for its reply
+        self._queued: dict[str, list[tuple[list[str], list[str], asyncio.Future[Any]]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def place(self, table_id: str, keys: list[str], args: list[str]) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        queued = self._queued.get(table_id)
+        if queued is None:
+            queued = self._queued[table_id] = []
+            loop.call_soon(self._flush, table_id)
+        queued.append((keys, args, future))
+        return await future
+
+    def _flush(self, table_id: str) -> None:
+        queued = self._queued.pop(table_id)
+        for first in range(0, len(queued), BET_BATCH_MAX):
+            batch = queued[first : first + BET_BATCH_MAX]
+            keys = [key for bet_keys, _, _ in batch for key in bet_keys]
+            args = [arg for _, bet_args, _ in batch for arg in bet_args]
+            # Submitted now, so the batch joins the pipeline of this turn's other calls.
+            task = asyncio.create_task(self._answer(self._submit(table_id, keys, args), batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _answer(
+        sent: Awaitable[Any], batch: list[tuple[list[str], list[str], asyncio.Future[Any]]]
+    ) -> None:
+        try:
+            replies = await sent
+        except BaseException as error:  # every caller hears it; a cancel ends the batch too
+            for _, _, future in batch:
+                if not future.done():
+                    future.set_exception(error)
+            if not isinstance(error, Exception):
+                raise
+            return
+        for (_, _, future), reply in zip(batch, replies, strict=True):
+            if not future.done():  # else its caller was cancelled: the reply is dropped
                 future.set_result(reply)
 
     async def close(self) -> None:
@@ -276,6 +347,7 @@ class RedisStore(Store):
             name: self._redis.register_script(_script_text(name)) for name in _SCRIPTS
         }
         self._batcher = _Batcher(self._redis)
+        self._bets = _BetBatches(self._submit_bets)
         self._rules_cache: dict[bytes, TableRules] = {}
 
     @classmethod
@@ -340,10 +412,27 @@ class RedisStore(Store):
         return f"{self._prefix}:{{p:{player}}}:{kind}"
 
     async def _run(self, name: str, keys: Sequence[str], args: Sequence[object]) -> Any:
+        return await self._submit_script(name, keys, args)
+
+    def _submit_script(
+        self, name: str, keys: Sequence[str], args: Sequence[object]
+    ) -> Awaitable[Any]:
+        """Queue a script call in this turn's pipeline now; await what this returns for its
+        reply."""
         script = self._scripts[name]
+        sent = self._batcher.submit("EVALSHA", script.sha, len(keys), *keys, *args)
+        return self._script_reply(script, sent, keys, args)
+
+    @staticmethod
+    async def _script_reply(
+        script: AsyncScript,
+        sent: asyncio.Future[Any],
+        keys: Sequence[str],
+        args: Sequence[object],
+    ) -> Any:
         with _reachable():
             try:
-                return await self._batcher.call("EVALSHA", script.sha, len(keys), *keys, *args)
+                return await sent
             except NoScriptError:  # not loaded yet, or Redis restarted: load it and go on
                 return await script(keys=keys, args=args)  # type: ignore[arg-type]
 
@@ -503,23 +592,24 @@ class RedisStore(Store):
             spot_: Spot | None = parse_spot(spot)
         except BetRejected:
             spot_ = None  # refused by the script, after the window checks, like the core
-        whole = type(amount) is int and amount > 0
-        spot_name = spot_.value if spot_ else ""
-        keys = self._table_keys(table_id)
-        reply = await self._run(
-            "place_bet",
-            [
-                *(keys.state, keys.rounds, self._player_key(player, "balance"), self._ledger_key),
-                *(self._player_key(player, "in_play"), *self._guest_keys),
-            ],
-            [
-                *(table_id, keys.prefix, self._history[1], player, bet_id, _round_arg(round_no)),
-                *(spot_name, str(amount) if whole else ""),
-            ],
+        amount_arg = str(amount) if type(amount) is int and amount > 0 else ""
+        reply = await self._bets.place(
+            table_id,
+            [self._player_key(player, "balance"), self._player_key(player, "in_play")],
+            [player, bet_id, _round_arg(round_no), spot_.value if spot_ else "", amount_arg],
         )
         if reply[0] != b"OK":
             self._refuse(table_id, reply, round_no, spot, amount)
         return BetReceipt(*unpackb(reply[1]))
+
+    def _submit_bets(self, table_id: str, keys: list[str], args: list[str]) -> Awaitable[Any]:
+        """One place_bet script for a batch of bets on one table (see _BetBatches)."""
+        table = self._table_keys(table_id)
+        return self._submit_script(
+            "place_bet",
+            [table.state, table.rounds, self._ledger_key, *self._guest_keys, *keys],
+            [table_id, table.prefix, self._history[1], *args],
+        )
 
     @staticmethod
     def _refuse(
@@ -799,6 +889,7 @@ class RedisStore(Store):
         return Ledger(*(int(value or 0) for value in raw))
 
     async def close(self) -> None:
+        await self._bets.close()
         await self._batcher.close()
         await self._redis.aclose()
 

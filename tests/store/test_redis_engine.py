@@ -165,6 +165,42 @@ async def test_calls_of_one_loop_turn_share_one_pipeline(
     assert (await table.ledger()).balanced
 
 
+async def test_bets_of_one_loop_turn_go_as_one_script_per_table(table: Store, raw: Redis) -> None:
+    """Bets placed together go to Redis as one place_bet script per table (at most
+    BET_BATCH_MAX bets each), judged one after the other: a bet_id repeated within a batch is
+    debited once, and every bet gets its own answer."""
+    assert isinstance(table, RedisStore)
+    await table.create_table("t2", RULES)
+    players = [f"b{i}" for i in range(100)]
+    for player in players:
+        await table.ensure_player(player, 1_000)
+    for table_id in (TABLE, "t2"):
+        await (await Owner(table, table_id).start()).open()
+
+    async def scripts_run() -> int:
+        stats = await raw.info("commandstats")
+        return int(stats["cmdstat_evalsha"]["calls"])
+
+    before = await scripts_run()
+    calls: list[Any] = [bet(table, player, 100) for player in players]  # 100 on t1
+    calls += [bet(table, "b0", 100, bet_id="twice"), bet(table, "b0", 100, bet_id="twice")]
+    calls += [bet(table, player, 200, table_id="t2") for player in players[50:60]]
+    calls += [bet(table, "b1", 100, table_id="nowhere")]
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    # t1: 102 bets in 2 scripts (BET_BATCH_MAX is 64), t2: 1, the unknown table: 1.
+    assert await scripts_run() - before == 4
+    assert [r.balance for r in results[:100]] == [900] * 100  # type: ignore[union-attr]
+    first, again = results[100:102]
+    assert isinstance(first, BetReceipt) and again == first and first.balance == 800
+    assert [r.balance for r in results[102:112]] == [700] * 10  # type: ignore[union-attr]
+    unknown = results[112]
+    assert isinstance(unknown, BetRejected) and unknown.code is RejectCode.UNKNOWN_TABLE
+    assert await table.balance("b0") == 800 and await table.balance("b50") == 700
+    totals = await table.bet_totals(TABLE, 1)
+    assert (totals.totals["player"], totals.bettors) == (10_100, 100)
+    assert (await table.ledger()).balanced
+
+
 @pytest.fixture
 def own_server() -> Iterator[RedisProcess]:
     """A redis-server of this test's own, which it may stop and restart."""
