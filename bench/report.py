@@ -142,29 +142,53 @@ def _second_node(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+_BET_SITES = {
+    "memory": "memory, 1 node",
+    "redis": "Redis, 1 node",
+    "redis2": "Redis, 2 nodes",
+    "redisw2": "Redis, 1 node of 2 workers",
+}
+
+
 def _bets_table(results: dict[str, Any]) -> list[str]:
+    site = _BET_SITES
     lines = [
         "| site | clients | accepted bets/s | ack p50 / p99 / max ms | rejected | node CPU "
-        "| Redis CPU | generator CPU |",
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+        "| Redis CPU | generator CPU | paced: most bets/s at ack p99 <= 5 ms |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in results["bets"]:
         if "error" in r:
-            lines.append(f"| {r['site']} | failed: {r['error']} | | | | | | |")
+            lines.append(f"| {r['site']} | failed: {r['error']} | | | | | | | |")
             continue
         ack = r["ack_ms"]
-        site = {
-            "memory": "memory, 1 node",
-            "redis": "Redis, 1 node",
-            "redis2": "Redis, 2 nodes",
-            "redisw2": "Redis, 1 node of 2 workers",
-        }
         lines.append(
             f"| {site.get(r['site'], r['site'])} | {r['clients']} | {r['bets_per_s']:,.0f} "
             f"| {ack['p50']} / {ack['p99']} / {ack['max']} | {r['rejected'] or '-'} "
-            f"| {r['server_cpu']:.0%} | {r['redis_cpu']:.0%} | {r['generator_cpu']:.0%} |"
+            f"| {r['server_cpu']:.0%} | {r['redis_cpu']:.0%} | {r['generator_cpu']:.0%} "
+            f"| {_paced_best(r)} |"
         )
+    steps = [r for r in results["bets"] if r.get("paced")]
+    if steps:
+        lines += ["", "Paced steps (offered bets/s: accepted bets/s, ack p50 / p99 ms):", ""]
+        for r in steps:
+            shown = [_paced_step(step) for step in r["paced"]]
+            lines.append(f"- {site.get(r['site'], r['site'])}: " + "; ".join(shown))
     return lines
+
+
+def _paced_best(r: dict[str, Any]) -> str:
+    if not r.get("paced"):
+        return "-"
+    best = r.get("best_paced_per_s", 0)
+    return f"{best:,}" if best else f"< {r['paced'][0]['offered_per_s']:,}"
+
+
+def _paced_step(step: dict[str, Any]) -> str:
+    if "error" in step:
+        return f"{step['offered_per_s']:,}: {step['error']}"
+    ack = step["ack_ms"]
+    return f"{step['offered_per_s']:,}: {step['accepted_per_s']:,}, {ack['p50']} / {ack['p99']}"
 
 
 def section(results: dict[str, Any], plots: list[str]) -> str:

@@ -39,6 +39,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--window", type=float, help="fan-out seconds measured per run (8)")
     parser.add_argument("--bet-seconds", type=float, help="seconds of betting per site (6)")
     parser.add_argument("--bet-clients", type=int, help="betting connections (100)")
+    parser.add_argument(
+        "--bet-step-seconds", type=float, help="seconds of each paced bet rate (2; 0: none)"
+    )
     parser.add_argument("--out", default=str(ROOT / "docs" / "bench"))
     parser.add_argument("--no-doc", action="store_true", help="leave docs/benchmarks.md alone")
     args = parser.parse_args()
@@ -47,6 +50,8 @@ def parse_args() -> argparse.Namespace:
     args.window = args.window or (3.0 if args.smoke else 8.0)
     args.bet_seconds = args.bet_seconds or (2.0 if args.smoke else 6.0)
     args.bet_clients = args.bet_clients or (20 if args.smoke else 100)
+    if args.bet_step_seconds is None:
+        args.bet_step_seconds = 0.5 if args.smoke else 2.0
     return args
 
 
@@ -69,7 +74,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             continue
         print(f"bets: {site}, {args.bet_clients} clients ...", file=sys.stderr, flush=True)
         try:
-            bets = await measure_bets(site, args.bet_clients, args.bet_seconds)
+            bets = await measure_bets(
+                site, args.bet_clients, args.bet_seconds, args.bet_step_seconds
+            )
         except Exception as error:
             bets = {"site": site, "error": repr(error)}
         print(f"  {json.dumps(bets)}", file=sys.stderr, flush=True)
