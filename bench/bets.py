@@ -118,9 +118,10 @@ async def _paced_client(
     codes: Counter[str],
 ) -> None:
     """`count` bets, the k-th sent at started + k x interval whatever the answers (an open
-    loop); each answer's latency runs from the bet's scheduled time, so a server that falls
-    behind is charged for the wait of the bets queued behind it too."""
-    scheduled: dict[str, float] = {}
+    loop: a server that falls behind does not slow the sends, so the bets queued behind a
+    slow one are charged their wait). Each answer's latency runs from its bet's send: the
+    loop's timers have a 1 ms grain, so a send is up to 1 ms late by itself."""
+    sent: dict[str, float] = {}
 
     async def send() -> None:
         for k in range(count):
@@ -129,7 +130,7 @@ async def _paced_client(
             if delay > 0:
                 await asyncio.sleep(delay)
             bet_id = f"{name}-{k}"
-            scheduled[bet_id] = due
+            sent[bet_id] = time.perf_counter()
             bet = {"type": "bet", "table": TABLE, "round": round_no, "bet_id": bet_id}
             await ws.send(msgpack.packb({**bet, "spot": "player", "amount": 100}))
 
@@ -139,7 +140,7 @@ async def _paced_client(
             message = msgpack.unpackb(await ws.recv())
             kind = message.get("type")
             if kind == "bet_accepted":
-                acks.append((time.perf_counter() - scheduled[message["bet_id"]]) * 1000)
+                acks.append((time.perf_counter() - sent[message["bet_id"]]) * 1000)
                 codes["accepted"] += 1
             elif kind in ("bet_rejected", "error"):
                 codes[str(message.get("code"))] += 1
@@ -159,6 +160,8 @@ async def _paced_step(
     acks: list[float] = []
     codes: Counter[str] = Counter()
     started = time.perf_counter() + 0.05
+    generator_cpu = CpuMeter([os.getpid()])
+    generator_cpu.start()
     async with asyncio.timeout(seconds + PACED_GRACE_S):
         await asyncio.gather(
             *(
@@ -177,9 +180,11 @@ async def _paced_step(
             )
         )
     elapsed = time.perf_counter() - started
+    generator_cpu.stop()
     acks.sort()
     return {
         "offered_per_s": round(rate),
+        "generator_cpu": round(generator_cpu.cpu / generator_cpu.wall, 3),
         "accepted_per_s": round(codes["accepted"] / elapsed),
         "ack_ms": {
             "p50": round(quantile(acks, 0.5), 3),

@@ -170,7 +170,11 @@ def _bets_table(results: dict[str, Any]) -> list[str]:
         )
     steps = [r for r in results["bets"] if r.get("paced")]
     if steps:
-        lines += ["", "Paced steps (offered bets/s: accepted bets/s, ack p50 / p99 ms):", ""]
+        lines += [
+            "",
+            "Paced steps (offered bets/s: accepted bets/s, ack p50 / p99 ms, generator CPU):",
+            "",
+        ]
         for r in steps:
             shown = [_paced_step(step) for step in r["paced"]]
             lines.append(f"- {site.get(r['site'], r['site'])}: " + "; ".join(shown))
@@ -188,7 +192,8 @@ def _paced_step(step: dict[str, Any]) -> str:
     if "error" in step:
         return f"{step['offered_per_s']:,}: {step['error']}"
     ack = step["ack_ms"]
-    return f"{step['offered_per_s']:,}: {step['accepted_per_s']:,}, {ack['p50']} / {ack['p99']}"
+    shown = f"{step['offered_per_s']:,}: {step['accepted_per_s']:,}, {ack['p50']} / {ack['p99']}"
+    return shown + f", {step.get('generator_cpu', 0):.0%}"
 
 
 def section(results: dict[str, Any], plots: list[str]) -> str:
