@@ -2,7 +2,9 @@
 
 For one engine and one N: start the server (pinned to the server core), connect and join N
 spectators from this process (the generator, on the other core), then for a window of seconds
-record every delivery of every event. Results:
+record every delivery of every event. The spectators are bench/light_ws.py clients, the same
+for every server: a generator built on the `websockets` client spent ~20 µs per message and was
+the limit at 5,000 and 10,000 spectators. Results:
 
 * connect_s: from the first connect to the last `joined`;
 * rss_per_conn_kib: the server's RSS growth from before the connections to after the joins,
@@ -30,9 +32,6 @@ from typing import Any
 
 import msgpack
 import psutil
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
-from websockets.typing import Subprotocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,6 +44,7 @@ from bench.common import (
     quantile,
     rss_bytes,
 )
+from bench.light_ws import LightClient, MessageHandler, light_connect
 from tests.redis_server import RedisProcess, start_redis
 
 __all__ = ["ENGINES", "Cadence", "measure_fanout"]
@@ -111,26 +111,22 @@ class Recorder:
 # --- clients of each engine ------------------------------------------------------------------
 
 
-async def _join_project(url: str) -> ClientConnection:
-    ws = await connect(
-        url + "?role=spectator",
-        subprotocols=[Subprotocol("baccarat.v1.msgpack")],
-        compression=None,
-        open_timeout=OPEN_TIMEOUT_S,
-        max_queue=None,
-    )
-    await ws.recv()  # welcome
-    await ws.send(msgpack.packb({"type": "join", "table": TABLE}))
-    while msgpack.unpackb(await ws.recv()).get("type") != "joined":
-        pass
+async def _join_project(url: str) -> LightClient:
+    async with asyncio.timeout(OPEN_TIMEOUT_S):
+        ws = await light_connect(url + "?role=spectator", "baccarat.v1.msgpack")
+        await ws.recv()  # welcome
+        ws.send(msgpack.packb({"type": "join", "table": TABLE}))
+        while msgpack.unpackb(await ws.recv()).get("type") != "joined":
+            pass
     return ws
 
 
-async def _join_bare(url: str) -> ClientConnection:
-    ws = await connect(url, compression=None, open_timeout=OPEN_TIMEOUT_S, max_queue=None)
-    await ws.send(msgpack.packb({"type": "join", "table": TABLE}))
-    while msgpack.unpackb(await ws.recv()).get("type") != "joined":
-        pass
+async def _join_bare(url: str) -> LightClient:
+    async with asyncio.timeout(OPEN_TIMEOUT_S):
+        ws = await light_connect(url)
+        ws.send(msgpack.packb({"type": "join", "table": TABLE}))
+        while msgpack.unpackb(await ws.recv()).get("type") != "joined":
+            pass
     return ws
 
 
@@ -138,35 +134,43 @@ def _sio_url(url: str) -> str:
     return url.replace("/ws", "/socket.io/") + "?EIO=4&transport=websocket"
 
 
-async def _join_socketio(url: str) -> ClientConnection:
+async def _join_socketio(url: str) -> LightClient:
     """Engine.IO 4 over a WebSocket, socket.io packets in msgpack binary frames."""
-    ws = await connect(_sio_url(url), compression=None, open_timeout=OPEN_TIMEOUT_S, max_queue=None)
-    opened = await ws.recv()
-    assert isinstance(opened, str) and opened.startswith("0"), opened
-    await ws.send(msgpack.packb({"type": 0, "nsp": "/"}))  # CONNECT
-    await ws.recv()  # its CONNECT answer with the sid
-    await ws.send(msgpack.packb({"type": 2, "nsp": "/", "data": ["join", TABLE]}))
-    while True:
-        frame = await ws.recv()
-        if isinstance(frame, bytes) and msgpack.unpackb(frame).get("data", [None])[0] == "joined":
-            return ws
+    async with asyncio.timeout(OPEN_TIMEOUT_S):
+        ws = await light_connect(_sio_url(url))
+        opened = await ws.recv()
+        assert isinstance(opened, str) and opened.startswith("0"), opened
+        ws.send(msgpack.packb({"type": 0, "nsp": "/"}))  # CONNECT
+        await ws.recv()  # its CONNECT answer with the sid
+        ws.send(msgpack.packb({"type": 2, "nsp": "/", "data": ["join", TABLE]}))
+        while True:
+            frame = await ws.recv()
+            if isinstance(frame, bytes):
+                if msgpack.unpackb(frame).get("data", [None])[0] == "joined":
+                    return ws
+            elif frame == "2":  # engine.io ping
+                ws.send("3")
 
 
-async def _read(ws: ClientConnection, engine: str, node: int, recorder: Recorder) -> None:
-    with contextlib.suppress(ConnectionClosed):
-        async for frame in ws:
-            if isinstance(frame, str):
-                if frame == "2":  # engine.io ping
-                    await ws.send("3")
-                continue
-            message = msgpack.unpackb(frame)
-            if engine == "socketio":
-                data = message.get("data") or [None]
-                if data[0] != "event":
-                    continue
-                message = data[1]
-            if message.get("type") == "event":
-                recorder.seen(message, node)
+def _reader(ws: LightClient, engine: str, node: int, recorder: Recorder) -> MessageHandler:
+    """What one connection does with each message from now on (messages that came before
+    are dropped: the recorder is not active yet)."""
+
+    def on_message(frame: bytes | str) -> None:
+        if isinstance(frame, str):
+            if frame == "2":  # engine.io ping
+                ws.send("3")
+            return
+        message = msgpack.unpackb(frame)
+        if engine == "socketio":
+            data = message.get("data") or [None]
+            if data[0] != "event":
+                return
+            message = data[1]
+        if message.get("type") == "event":
+            recorder.seen(message, node)
+
+    return on_message
 
 
 # --- servers ---------------------------------------------------------------------------------
@@ -229,12 +233,12 @@ async def _connect_all(engine: str, urls: list[str], n: int) -> tuple[list[Any],
     gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
     failures = 0
 
-    async def one(i: int) -> tuple[ClientConnection, int] | None:
+    async def one(i: int) -> tuple[LightClient, int] | None:
         nonlocal failures
         async with gate:
             try:
                 return await join(urls[i % len(urls)]), i % len(urls)
-            except (OSError, InvalidHandshake, TimeoutError, ConnectionClosed):
+            except (OSError, TimeoutError, ConnectionError):
                 failures += 1
                 return None
 
@@ -257,14 +261,15 @@ async def measure_fanout(engine: str, n: int, window_s: float) -> dict[str, Any]
     cadence = Cadence.for_spectators(n)
     site = await start_site(engine, cadence)
     recorder = Recorder()
-    readers: list[asyncio.Task[None]] = []
     clients: list[Any] = []
     try:
         await asyncio.sleep(1.0)  # let the server settle before its baseline RSS
         rss_before = sum(rss_bytes(pid) for pid in site.pids)
         clients, connect_s, failures = await _connect_all(engine, [s.url for s in site.servers], n)
         rss_after = sum(rss_bytes(pid) for pid in site.pids)
-        readers = [asyncio.create_task(_read(ws, engine, node, recorder)) for ws, node in clients]
+        for ws, node in clients:
+            ws.inbox = asyncio.Queue()  # what came since the join is not measured
+            ws.on_message = _reader(ws, engine, node, recorder)
         await asyncio.sleep(1.0)  # warm-up: every reader is reading
         server_cpu = CpuMeter(site.pids)
         redis_cpu = CpuMeter([site.redis_pid] if site.redis_pid else [])
@@ -278,10 +283,7 @@ async def measure_fanout(engine: str, n: int, window_s: float) -> dict[str, Any]
             meter.stop()
     finally:
         for ws, _ in clients:
-            ws.transport.abort()  # no closing handshakes: tearing down is not measured
-        for task in readers:
-            task.cancel()
-        await asyncio.gather(*readers, return_exceptions=True)
+            ws.abort()  # no closing handshakes: tearing down is not measured
         await site.stop()
     return _result(engine, n, cadence, recorder, clients, connect_s, failures, window_s) | {
         "rss_per_conn_kib": round((rss_after - rss_before) / max(len(clients), 1) / 1024, 2),
