@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.typing import Subprotocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import SERVER_CORE, CpuMeter, baccarat_serve, can_pin, quantile
 from bench.fanout import TABLE, WORKER_CORES, Site
+from bench.light_ws import LightClient, light_connect
 from tests.redis_server import start_redis
 
 __all__ = ["SITES", "measure_bets"]
@@ -68,11 +67,11 @@ async def _start(site_name: str) -> Site:
     return site
 
 
-async def _player(url: str) -> tuple[ClientConnection, int, int]:
+async def _player(url: str) -> tuple[LightClient, int, int]:
     """A connection joined to the table: (ws, open round, ms left in its window)."""
-    ws = await connect(url, subprotocols=[Subprotocol("baccarat.v1.msgpack")], compression=None)
+    ws = await light_connect(url, "baccarat.v1.msgpack")
     await ws.recv()  # welcome
-    await ws.send(msgpack.packb({"type": "join", "table": TABLE}))
+    ws.send(msgpack.packb({"type": "join", "table": TABLE}))
     while True:
         message = msgpack.unpackb(await ws.recv())
         if message.get("type") == "snapshot" and message.get("phase") == "betting":
@@ -82,7 +81,7 @@ async def _player(url: str) -> tuple[ClientConnection, int, int]:
 
 
 async def _bet_loop(
-    ws: ClientConnection,
+    ws: LightClient,
     name: str,
     round_no: int,
     until: float,
@@ -94,7 +93,7 @@ async def _bet_loop(
         n += 1
         bet = {"type": "bet", "table": TABLE, "round": round_no, "bet_id": f"{name}-{n}"}
         sent = time.perf_counter()
-        await ws.send(msgpack.packb({**bet, "spot": "player", "amount": 100}))
+        ws.send(msgpack.packb({**bet, "spot": "player", "amount": 100}))
         while True:
             message = msgpack.unpackb(await ws.recv())
             kind = message.get("type")
@@ -107,78 +106,58 @@ async def _bet_loop(
                 break
 
 
-async def _paced_client(
-    ws: ClientConnection,
-    name: str,
-    round_no: int,
-    started: float,
-    interval: float,
-    count: int,
-    acks: list[float],
-    codes: Counter[str],
-) -> None:
-    """`count` bets, the k-th sent at started + k x interval whatever the answers (an open
-    loop: a server that falls behind does not slow the sends, so the bets queued behind a
-    slow one are charged their wait). Each answer's latency runs from its bet's send: the
-    loop's timers have a 1 ms grain, so a send is up to 1 ms late by itself."""
-    sent: dict[str, float] = {}
-
-    async def send() -> None:
-        for k in range(count):
-            due = started + k * interval
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            bet_id = f"{name}-{k}"
-            sent[bet_id] = time.perf_counter()
-            bet = {"type": "bet", "table": TABLE, "round": round_no, "bet_id": bet_id}
-            await ws.send(msgpack.packb({**bet, "spot": "player", "amount": 100}))
-
-    async def receive() -> None:
-        answered = 0
-        while answered < count:
-            message = msgpack.unpackb(await ws.recv())
-            kind = message.get("type")
-            if kind == "bet_accepted":
-                acks.append((time.perf_counter() - sent[message["bet_id"]]) * 1000)
-                codes["accepted"] += 1
-            elif kind in ("bet_rejected", "error"):
-                codes[str(message.get("code"))] += 1
-            else:
-                continue
-            answered += 1
-
-    await asyncio.gather(send(), receive())
-
-
 async def _paced_step(
-    conns: list[ClientConnection], round_no: int, rate: float, seconds: float, step: int
+    conns: list[LightClient], round_no: int, rate: float, seconds: float, step: int
 ) -> dict[str, Any]:
-    """One offered rate for `seconds`, spread evenly over the connections."""
-    interval = len(conns) / rate
-    count = max(1, int(seconds / interval))
+    """`rate` bets a second for `seconds`, the k-th due at k / rate and sent on connection
+    k mod n, whatever the answers (an open loop: a server that falls behind does not slow
+    the sends, so the bets queued behind a slow one are charged their wait). One pacer sends
+    what is due each time it wakes (the loop's timers have a 1 ms grain) and each answer is
+    timed from its own bet's send, by a callback on its connection: no task per client."""
+    total = max(1, int(seconds * rate))
+    sent: dict[str, float] = {}
     acks: list[float] = []
     codes: Counter[str] = Counter()
-    started = time.perf_counter() + 0.05
+    answered = 0
+    done = asyncio.Event()
+
+    def on_message(frame: bytes | str) -> None:
+        nonlocal answered
+        message = msgpack.unpackb(frame)
+        kind = message.get("type")
+        if kind == "bet_accepted":
+            acks.append((time.perf_counter() - sent[message["bet_id"]]) * 1000)
+            codes["accepted"] += 1
+        elif kind in ("bet_rejected", "error"):
+            codes[str(message.get("code"))] += 1
+        else:
+            return
+        answered += 1
+        if answered >= total:
+            done.set()
+
+    for ws in conns:
+        ws.on_message = on_message
     generator_cpu = CpuMeter([os.getpid()])
     generator_cpu.start()
-    async with asyncio.timeout(seconds + PACED_GRACE_S):
-        await asyncio.gather(
-            *(
-                # Each client starts at its own offset, so the sends do not come in bursts.
-                _paced_client(
-                    ws,
-                    f"r{step}c{i}",
-                    round_no,
-                    started + i * interval / len(conns),
-                    interval,
-                    count,
-                    acks,
-                    codes,
-                )
-                for i, ws in enumerate(conns)
-            )
-        )
+    started = time.perf_counter()
+    try:
+        async with asyncio.timeout(seconds + PACED_GRACE_S):
+            first = 0
+            while first < total:
+                due = min(total, int((time.perf_counter() - started) * rate) + 1)
+                for k in range(first, due):
+                    bet_id = f"r{step}-{k}"
+                    sent[bet_id] = time.perf_counter()
+                    bet = {"type": "bet", "table": TABLE, "round": round_no, "bet_id": bet_id}
+                    bet |= {"spot": "player", "amount": 100}
+                    conns[k % len(conns)].send(msgpack.packb(bet))
+                first = due
+                await asyncio.sleep(0.001)
+            await done.wait()
+    finally:
+        for ws in conns:
+            ws.on_message = None
     elapsed = time.perf_counter() - started
     generator_cpu.stop()
     acks.sort()
@@ -196,7 +175,7 @@ async def _paced_step(
 
 
 async def _paced(
-    conns: list[ClientConnection], round_no: int, seconds: float
+    conns: list[LightClient], round_no: int, seconds: float
 ) -> tuple[list[dict[str, Any]], int]:
     """Offered rates from PACED_FIRST up by PACED_STEP, `seconds` each, until the ack p99
     passes ACK_P99_MS (or the server no longer keeps up); the steps and the highest rate
@@ -225,7 +204,7 @@ async def measure_bets(
     """The closed loop for `seconds` (the most a site takes), then the paced steps of
     `step_seconds` each (none if 0), all in one betting window."""
     site = await _start(site_name)
-    conns: list[tuple[ClientConnection, int, int]] = []
+    conns: list[tuple[LightClient, int, int]] = []
     try:
         urls = [s.url for s in site.servers]
         conns = [await _player(urls[i % len(urls)]) for i in range(clients)]
@@ -258,7 +237,7 @@ async def measure_bets(
             paced, best = await _paced([ws for ws, _, _ in conns], round_no, step_seconds)
     finally:
         for ws, _, _ in conns:
-            ws.transport.abort()
+            ws.abort()
         await site.stop()
     acks.sort()
     return {
