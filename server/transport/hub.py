@@ -44,6 +44,7 @@ from websockets.asyncio.server import broadcast
 from server.core.errors import BetRejected
 from server.metrics import Metrics
 from server.store.base import Event, SettledNotice, Store, StoreUnavailable
+from server.transport.shared_snapshot import SharedSnapshot
 from server.wire.codec import Encoding, Frame, encode
 
 __all__ = ["SLOW_CHECK_EVERY", "GapDetected", "Hub", "Subscriber", "TableFeed"]
@@ -62,6 +63,10 @@ SERVED_ROUNDS = 256
 # of the broadcast delayed every event's first write. A stalled client is still dropped,
 # holding at most this many events more than --max-buffer-bytes.
 SLOW_CHECK_EVERY = 8
+# A spectators' snapshot is reused for joins while the feed has delivered nothing after it, but
+# for this long at most: it also carries the round's bet totals, which bets change between
+# two bet_totals events, and a fresh read now and then notices a store that went back.
+SNAPSHOT_REUSE_S = 0.5
 
 
 class GapDetected(Exception):
@@ -107,6 +112,12 @@ def _table_task(coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
     return asyncio.create_task(coro, context=contextvars.Context())
 
 
+def _retrieved(task: asyncio.Task[SharedSnapshot | None]) -> None:
+    """Mark a shared read's failure seen: its joiners may all have gone (they hear it if not)."""
+    if not task.cancelled():
+        task.exception()
+
+
 @dataclass(slots=True)
 class _Cached:
     event: Event
@@ -141,6 +152,10 @@ class TableFeed:
         self.watchdog: asyncio.Task[None] | None = None
         self.delivered = 0
         self.unchecked = 0  # events published since the subscribers' buffers were checked
+        # The spectators' snapshot (see spectator_snapshot), and the read of one under way
+        # with the (generation, last_seq) it was started at.
+        self.shared: SharedSnapshot | None = None
+        self.sharing: tuple[tuple[int, int], asyncio.Task[SharedSnapshot | None]] | None = None
 
     @property
     def subscriber_count(self) -> int:
@@ -165,6 +180,49 @@ class TableFeed:
         if from_store and seq < self.last_seq:
             return self._park(sub, seq, epoch)
         return self._attach(sub, seq)
+
+    async def spectator_snapshot(self) -> SharedSnapshot | None:
+        """The table's snapshot for a spectator (no player), None if the store has no such
+        table. One store read serves every spectator joining while it is current: read in
+        this feed's generation and epoch, and the feed has delivered nothing after its seq
+        (nothing happened since, as far as this node's subscribers know), for at most
+        SNAPSHOT_REUSE_S. Joins arriving while a read is under way share that read, unless
+        the feed moved on since it started. A join sends it and then subscribes after its
+        seq like any snapshot read from the store, so the feed's checks still apply."""
+        shared = self.shared
+        if shared is not None and self._current(shared):
+            return shared
+        key = (self.generation, self.last_seq)
+        if self.sharing is None or self.sharing[0] != key:
+            task = asyncio.create_task(self._read_shared(key), context=contextvars.Context())
+            task.add_done_callback(_retrieved)
+            self.sharing = (key, task)
+        # Shielded: a joiner whose connection closes does not cancel the others' read.
+        return await asyncio.shield(self.sharing[1])
+
+    def _current(self, shared: SharedSnapshot) -> bool:
+        return (
+            not self.stale
+            and shared.generation == self.generation
+            and shared.epoch == self.epoch
+            and self.last_seq <= shared.seq
+            and shared.age() < SNAPSHOT_REUSE_S
+        )
+
+    async def _read_shared(self, key: tuple[int, int]) -> SharedSnapshot | None:
+        try:
+            snap = await self.hub.store.snapshot(self.table_id, None)
+            if snap is None:
+                return None
+            now_ms = await self.hub.store.now_ms()
+            taken = asyncio.get_running_loop().time()
+            shared = SharedSnapshot(self.table_id, snap, now_ms, taken, key[0])
+            if key[0] == self.generation:
+                self.shared = shared
+            return shared
+        finally:
+            if self.sharing is not None and self.sharing[1] is asyncio.current_task():
+                self.sharing = None
 
     def _park(self, sub: Subscriber, seq: int, epoch: str | None) -> int:
         self.pending[sub] = (seq, epoch)
@@ -280,6 +338,7 @@ class TableFeed:
         self.recent.clear()
         self.stale, self.stale_reason = False, ""
         self.generation += 1
+        self.shared = None
         everyone = [sub for subs in self.subscribers.values() for sub in subs.values()]
         everyone += [*self.waiting, *self.pending]
         for subs in self.subscribers.values():
@@ -649,10 +708,13 @@ class Hub:
 
     async def close(self) -> None:
         tasks: list[asyncio.Task[None]] = []
+        reads: list[asyncio.Task[SharedSnapshot | None]] = []
         for feed in self.feeds.values():
             tasks += [task for task in (feed.task, feed.watchdog) if task is not None]
+            if feed.sharing is not None:
+                reads.append(feed.sharing[1])
         if self._notices is not None:
             tasks.append(self._notices)
-        for task in [*tasks, *self._tasks]:
+        for task in [*tasks, *reads, *self._tasks]:
             task.cancel()
-        await asyncio.gather(*tasks, *self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *reads, *self._tasks, return_exceptions=True)
