@@ -63,9 +63,10 @@ SERVED_ROUNDS = 256
 # of the broadcast delayed every event's first write. A stalled client is still dropped,
 # holding at most this many events more than --max-buffer-bytes.
 SLOW_CHECK_EVERY = 8
-# A spectators' snapshot is reused for joins while the feed has delivered nothing after it, but
-# for this long at most: it also carries the round's bet totals, which bets change between
-# two bet_totals events, and a fresh read now and then notices a store that went back.
+# A spectators' snapshot is shared by the joins of this long at most (see spectator_snapshot):
+# the events after it catch a join up, but it also holds what no event says (the round's bet
+# totals counted since the last bet_totals event), and a fresh read now and then is a join
+# the feed checks against the store.
 SNAPSHOT_REUSE_S = 0.5
 
 
@@ -152,10 +153,10 @@ class TableFeed:
         self.watchdog: asyncio.Task[None] | None = None
         self.delivered = 0
         self.unchecked = 0  # events published since the subscribers' buffers were checked
-        # The spectators' snapshot (see spectator_snapshot), and the read of one under way
-        # with the (generation, last_seq) it was started at.
+        # The spectators' snapshot (see spectator_snapshot), and the store read of one under
+        # way with the generation it was started in.
         self.shared: SharedSnapshot | None = None
-        self.sharing: tuple[tuple[int, int], asyncio.Task[SharedSnapshot | None]] | None = None
+        self.sharing: tuple[int, asyncio.Task[SharedSnapshot | None]] | None = None
 
     @property
     def subscriber_count(self) -> int:
@@ -183,41 +184,64 @@ class TableFeed:
 
     async def spectator_snapshot(self) -> SharedSnapshot | None:
         """The table's snapshot for a spectator (no player), None if the store has no such
-        table. One store read serves every spectator joining while it is current: read in
-        this feed's generation and epoch, and the feed has delivered nothing after its seq
-        (nothing happened since, as far as this node's subscribers know), for at most
-        SNAPSHOT_REUSE_S. Joins arriving while a read is under way share that read, unless
-        the feed moved on since it started. A join sends it and then subscribes after its
-        seq like any snapshot read from the store, so the feed's checks still apply."""
-        shared = self.shared
-        if shared is not None and self._current(shared):
-            return shared
-        key = (self.generation, self.last_seq)
-        if self.sharing is None or self.sharing[0] != key:
-            task = asyncio.create_task(self._read_shared(key), context=contextvars.Context())
-            task.add_done_callback(_retrieved)
-            self.sharing = (key, task)
-        # Shielded: a joiner whose connection closes does not cancel the others' read.
-        return await asyncio.shield(self.sharing[1])
+        table. Spectators joining this node share one: its `vouched` says this feed has its
+        place (see below), so the join subscribes after it with `from_store` False.
 
-    def _current(self, shared: SharedSnapshot) -> bool:
+        A snapshot read while this feed was at or behind its seq, in this feed's epoch and
+        generation, is a place in the feed's history: a join may start from it as long as
+        the feed still caches every event after it (they are sent right after it, as to a
+        client catching up with `since`), for SNAPSHOT_REUSE_S at most. Such a join never
+        waits: a burst of thousands of joins costs a few store reads, and no join is held
+        suspended (thousands of suspended joins left megabytes of RSS behind). Once the
+        feed has moved past it, or it is half its age limit old, a fresh one is read in the
+        background for the joins after. Only when there is none to serve does a join wait,
+        and every join waiting meanwhile shares that one read."""
+        shared = self.shared
+        if shared is not None and self._serves(shared):
+            if shared.seq < self.last_seq or shared.age() >= SNAPSHOT_REUSE_S / 2:
+                self._read_shared()  # a fresher one for the next joins
+            return shared
+        # Shielded: a joiner whose connection closes does not cancel the others' read.
+        return await asyncio.shield(self._read_shared())
+
+    def _serves(self, shared: SharedSnapshot) -> bool:
+        """Whether a join may start from this shared snapshot now."""
         return (
             not self.stale
             and shared.generation == self.generation
             and shared.epoch == self.epoch
-            and self.last_seq <= shared.seq
             and shared.age() < SNAPSHOT_REUSE_S
+            and (shared.seq >= self.last_seq or self.can_serve_after(shared.seq))
         )
 
-    async def _read_shared(self, key: tuple[int, int]) -> SharedSnapshot | None:
+    def _read_shared(self) -> asyncio.Task[SharedSnapshot | None]:
+        """The store read of a spectators' snapshot under way in this generation, started if
+        there is none."""
+        if self.sharing is None or self.sharing[0] != self.generation:
+            read = self._read_snapshot(self.generation)
+            task = asyncio.create_task(read, context=contextvars.Context())
+            task.add_done_callback(_retrieved)
+            self.sharing = (self.generation, task)
+        return self.sharing[1]
+
+    async def _read_snapshot(self, generation: int) -> SharedSnapshot | None:
         try:
             snap = await self.hub.store.snapshot(self.table_id, None)
             if snap is None:
                 return None
             now_ms = await self.hub.store.now_ms()
             taken = asyncio.get_running_loop().time()
-            shared = SharedSnapshot(self.table_id, snap, now_ms, taken, key[0])
-            if key[0] == self.generation:
+            # Read at or ahead of this feed, in its history: a place the feed can vouch for.
+            # Behind it (a commit raced the read, or the store went back) it is served only
+            # to the joins that waited for it, each parked until the store is checked.
+            vouched = (
+                generation == self.generation
+                and not self.stale
+                and snap.epoch == self.epoch
+                and snap.seq >= self.last_seq
+            )
+            shared = SharedSnapshot(self.table_id, snap, now_ms, taken, generation, vouched)
+            if vouched:
                 self.shared = shared
             return shared
         finally:

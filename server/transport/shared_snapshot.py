@@ -2,10 +2,10 @@
 
 A spectator (no player) is sent the same snapshot as every other spectator at the same seq: no
 bets of its own, no balance. A burst of joins (thousands of spectators at once) therefore
-needs one store read, not one each; on Redis each read is a script whose reply carries the
+needs a few store reads, not one each; on Redis each read is a script whose reply carries the
 whole shoe, and thousands of them in a burst made joins cost 1.5x the memory engine's. The
-table's feed (server/transport/hub.py) decides how long one is current; this holds it and
-builds its message once.
+table's feed (server/transport/hub.py, TableFeed.spectator_snapshot) decides which joins it
+serves; this holds it and builds its message once.
 
 Only two fields differ between joins: `time_left_ms` (from the store's clock, estimated from
 the clock read with the snapshot plus the time elapsed on this node since) and `recovered`.
@@ -30,6 +30,7 @@ class SharedSnapshot:
     now_ms: int  # the store's clock, read right after the snapshot
     taken: float  # the event loop's clock at that moment
     generation: int  # the feed's generation it was read in (a rebase makes it stale)
+    vouched: bool  # read at or ahead of the feed in its history: a place the feed can serve
     _base: shapes.Snapshot | None = field(default=None, repr=False)
 
     @property
