@@ -800,7 +800,7 @@ async def test_the_notice_listener_outlives_a_redis_restart(make_hub: Make) -> N
 # --- the spectators' shared snapshot ---------------------------------------------------------
 
 
-class CountingStore(MemoryStore):
+class SnapshotCounter(MemoryStore):
     """A memory store that counts snapshot reads; one may be held (`gate`) after it read, as
     a Redis reply still on its way, or fail as a Redis that is down."""
 
@@ -823,14 +823,14 @@ class CountingStore(MemoryStore):
 
 
 @pytest.fixture
-async def counting(clock: ManualClock) -> CountingStore:
-    store = CountingStore(clock)
+async def counting(clock: ManualClock) -> SnapshotCounter:
+    store = SnapshotCounter(clock)
     await store.create_table(TABLE, RULES)
     return store
 
 
 async def test_concurrent_spectator_joins_share_one_store_read(
-    counting: CountingStore, clock: ManualClock, make_hub: Make
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
 ) -> None:
     """Many spectators joining at once cost one snapshot read, and joins after it none,
     while the feed has delivered nothing after it."""
@@ -848,7 +848,7 @@ async def test_concurrent_spectator_joins_share_one_store_read(
 
 
 async def test_a_join_after_a_new_event_gets_it_after_the_shared_snapshot_then_a_fresh_one(
-    counting: CountingStore, clock: ManualClock, make_hub: Make
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
 ) -> None:
     """The feed moved past the shared snapshot: the next join still starts from it, with the
     events after it from the feed's cache (no gap, no duplicate, no wait), and a fresh read
@@ -874,7 +874,7 @@ async def test_a_join_after_a_new_event_gets_it_after_the_shared_snapshot_then_a
 
 
 async def test_the_shared_snapshot_is_served_for_a_limited_time(
-    counting: CountingStore, clock: ManualClock, make_hub: Make
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
 ) -> None:
     """It also holds what no event says (bet totals since the last bet_totals): once it is
     SNAPSHOT_REUSE_S old the next join waits for a fresh read."""
@@ -888,7 +888,7 @@ async def test_the_shared_snapshot_is_served_for_a_limited_time(
 
 
 async def test_an_epoch_reset_invalidates_the_shared_snapshot(
-    counting: CountingStore, clock: ManualClock, make_hub: Make
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
 ) -> None:
     """After the history got a new epoch no join starts from the old history's snapshot."""
     hub = make_hub(counting, check_interval=QUIET)
@@ -907,7 +907,7 @@ async def test_an_epoch_reset_invalidates_the_shared_snapshot(
 
 
 async def test_a_shared_read_behind_the_feed_is_not_vouched_and_outlives_a_cancelled_join(
-    counting: CountingStore, clock: ManualClock, make_hub: Make
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
 ) -> None:
     """A commit lands while the read's reply is on its way: the snapshot is behind the feed.
     The joins that waited for it get it unvouched (parked until the store is checked, as any
@@ -933,7 +933,7 @@ async def test_a_shared_read_behind_the_feed_is_not_vouched_and_outlives_a_cance
 
 
 async def test_a_failed_shared_read_fails_its_joins_and_the_next_join_reads_again(
-    counting: CountingStore, clock: ManualClock, make_hub: Make
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
 ) -> None:
     hub = make_hub(counting, check_interval=QUIET)
     _, feed, _ = await _history(counting, clock, hub)
