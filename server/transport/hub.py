@@ -44,6 +44,7 @@ from websockets.asyncio.server import broadcast
 from server.core.errors import BetRejected
 from server.metrics import Metrics
 from server.store.base import Event, SettledNotice, Store, StoreUnavailable
+from server.transport.shared_snapshot import SharedSnapshot
 from server.wire.codec import Encoding, Frame, encode
 
 __all__ = ["SLOW_CHECK_EVERY", "GapDetected", "Hub", "Subscriber", "TableFeed"]
@@ -62,6 +63,11 @@ SERVED_ROUNDS = 256
 # of the broadcast delayed every event's first write. A stalled client is still dropped,
 # holding at most this many events more than --max-buffer-bytes.
 SLOW_CHECK_EVERY = 8
+# A spectators' snapshot is shared by the joins of this long at most (see spectator_snapshot):
+# the events after it catch a join up, but it also holds what no event says (the round's bet
+# totals counted since the last bet_totals event), and a fresh read now and then is a join
+# the feed checks against the store.
+SNAPSHOT_REUSE_S = 0.5
 
 
 class GapDetected(Exception):
@@ -107,6 +113,12 @@ def _table_task(coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
     return asyncio.create_task(coro, context=contextvars.Context())
 
 
+def _retrieved(task: asyncio.Task[SharedSnapshot | None]) -> None:
+    """Mark a shared read's failure seen: its joiners may all have gone (they hear it if not)."""
+    if not task.cancelled():
+        task.exception()
+
+
 @dataclass(slots=True)
 class _Cached:
     event: Event
@@ -141,6 +153,10 @@ class TableFeed:
         self.watchdog: asyncio.Task[None] | None = None
         self.delivered = 0
         self.unchecked = 0  # events published since the subscribers' buffers were checked
+        # The spectators' snapshot (see spectator_snapshot), and the store read of one under
+        # way with the generation it was started in.
+        self.shared: SharedSnapshot | None = None
+        self.sharing: tuple[int, asyncio.Task[SharedSnapshot | None]] | None = None
 
     @property
     def subscriber_count(self) -> int:
@@ -165,6 +181,72 @@ class TableFeed:
         if from_store and seq < self.last_seq:
             return self._park(sub, seq, epoch)
         return self._attach(sub, seq)
+
+    async def spectator_snapshot(self) -> SharedSnapshot | None:
+        """The table's snapshot for a spectator (no player), None if the store has no such
+        table. Spectators joining this node share one: its `vouched` says this feed has its
+        place (see below), so the join subscribes after it with `from_store` False.
+
+        A snapshot read while this feed was at or behind its seq, in this feed's epoch and
+        generation, is a place in the feed's history: a join may start from it as long as
+        the feed still caches every event after it (they are sent right after it, as to a
+        client catching up with `since`), for SNAPSHOT_REUSE_S at most. Such a join never
+        waits: a burst of thousands of joins costs a few store reads, and no join is held
+        suspended (thousands of suspended joins left megabytes of RSS behind). Once the
+        feed has moved past it, or it is half its age limit old, a fresh one is read in the
+        background for the joins after. Only when there is none to serve does a join wait,
+        and every join waiting meanwhile shares that one read."""
+        shared = self.shared
+        if shared is not None and self._serves(shared):
+            if shared.seq < self.last_seq or shared.age() >= SNAPSHOT_REUSE_S / 2:
+                self._read_shared()  # a fresher one for the next joins
+            return shared
+        # Shielded: a joiner whose connection closes does not cancel the others' read.
+        return await asyncio.shield(self._read_shared())
+
+    def _serves(self, shared: SharedSnapshot) -> bool:
+        """Whether a join may start from this shared snapshot now."""
+        return (
+            not self.stale
+            and shared.generation == self.generation
+            and shared.epoch == self.epoch
+            and shared.age() < SNAPSHOT_REUSE_S
+            and (shared.seq >= self.last_seq or self.can_serve_after(shared.seq))
+        )
+
+    def _read_shared(self) -> asyncio.Task[SharedSnapshot | None]:
+        """The store read of a spectators' snapshot under way in this generation, started if
+        there is none."""
+        if self.sharing is None or self.sharing[0] != self.generation:
+            read = self._read_snapshot(self.generation)
+            task = asyncio.create_task(read, context=contextvars.Context())
+            task.add_done_callback(_retrieved)
+            self.sharing = (self.generation, task)
+        return self.sharing[1]
+
+    async def _read_snapshot(self, generation: int) -> SharedSnapshot | None:
+        try:
+            snap = await self.hub.store.snapshot(self.table_id, None)
+            if snap is None:
+                return None
+            now_ms = await self.hub.store.now_ms()
+            taken = asyncio.get_running_loop().time()
+            # Read at or ahead of this feed, in its history: a place the feed can vouch for.
+            # Behind it (a commit raced the read, or the store went back) it is served only
+            # to the joins that waited for it, each parked until the store is checked.
+            vouched = (
+                generation == self.generation
+                and not self.stale
+                and snap.epoch == self.epoch
+                and snap.seq >= self.last_seq
+            )
+            shared = SharedSnapshot(self.table_id, snap, now_ms, taken, generation, vouched)
+            if vouched:
+                self.shared = shared
+            return shared
+        finally:
+            if self.sharing is not None and self.sharing[1] is asyncio.current_task():
+                self.sharing = None
 
     def _park(self, sub: Subscriber, seq: int, epoch: str | None) -> int:
         self.pending[sub] = (seq, epoch)
@@ -280,6 +362,7 @@ class TableFeed:
         self.recent.clear()
         self.stale, self.stale_reason = False, ""
         self.generation += 1
+        self.shared = None
         everyone = [sub for subs in self.subscribers.values() for sub in subs.values()]
         everyone += [*self.waiting, *self.pending]
         for subs in self.subscribers.values():
@@ -649,10 +732,13 @@ class Hub:
 
     async def close(self) -> None:
         tasks: list[asyncio.Task[None]] = []
+        reads: list[asyncio.Task[SharedSnapshot | None]] = []
         for feed in self.feeds.values():
             tasks += [task for task in (feed.task, feed.watchdog) if task is not None]
+            if feed.sharing is not None:
+                reads.append(feed.sharing[1])
         if self._notices is not None:
             tasks.append(self._notices)
-        for task in [*tasks, *self._tasks]:
+        for task in [*tasks, *reads, *self._tasks]:
             task.cancel()
-        await asyncio.gather(*tasks, *self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *reads, *self._tasks, return_exceptions=True)

@@ -430,14 +430,13 @@ class PlayerSession:
                 after, recovered = None, False
             epoch = current
         if after is None:
-            after, epoch = await self._send_snapshot(join.table, recovered)
-            from_store = True
+            after, epoch, from_store = await self._send_snapshot(feed, recovered)
         # The feed checks that `after` is a place in its own history (epoch; not behind it
         # when read from the store), so a snapshot is never followed by another history.
         while (live_from := feed.subscribe_after(self, after, epoch, from_store)) is None:
             missed = await self.ctx.store.events_after(join.table, after)
             if missed is None:  # no longer held: start again from a fresh snapshot
-                after, epoch = await self._send_snapshot(join.table, recovered=False)
+                after, epoch, from_store = await self._send_snapshot(feed, recovered=False)
                 settled.clear()
                 continue
             for event in missed:
@@ -468,13 +467,25 @@ class PlayerSession:
             self.ctx.metrics.store_error("session")
             self.log.warning("resume_settlements_not_sent", table=table_id)
 
-    async def _send_snapshot(self, table_id: str, recovered: bool | None) -> tuple[int, str]:
-        """Send a snapshot; return its seq and its history's epoch."""
+    async def _send_snapshot(
+        self, feed: TableFeed, recovered: bool | None
+    ) -> tuple[int, str, bool]:
+        """Send a snapshot of the feed's table; return its seq, its history's epoch and
+        whether it is a fresh store read the feed must check (`from_store`). A spectator's is
+        the one spectators share (a few store reads for a burst of joins); a player's is
+        read for it: its bets and balance are its own."""
+        table_id = feed.table_id
+        if self.player is None:
+            shared = await feed.spectator_snapshot()
+            if shared is None:
+                raise ErrorReply(ErrorCode.UNKNOWN_TABLE, f"no table {table_id!r}")
+            self.send(shared.message(recovered))
+            return shared.seq, shared.epoch, not shared.vouched
         snap = await self.ctx.store.snapshot(table_id, self.player)
         if snap is None:
             raise ErrorReply(ErrorCode.UNKNOWN_TABLE, f"no table {table_id!r}")
         now = await self.ctx.store.now_ms()
-        balance = None if self.player is None else await self.ctx.store.balance(self.player)
+        balance = await self.ctx.store.balance(self.player)
         self.send(
             shapes.snapshot(
                 table_id,
@@ -490,7 +501,7 @@ class PlayerSession:
                 recovered,
             )
         )
-        return snap.seq, snap.epoch
+        return snap.seq, snap.epoch, True
 
     def _leave(self, leave: Leave) -> None:
         self._known_table(leave.table)

@@ -16,9 +16,15 @@ from typing import Any
 import pytest
 import structlog
 
-from server.store.base import Event, Settlement, Store, StoreUnavailable
+from server.store.base import Event, Settlement, Snapshot, Store, StoreUnavailable
 from server.store.memory import MemoryStore
-from server.transport.hub import SLOW_CHECK_EVERY, Hub, Subscriber, TableFeed
+from server.transport.hub import (
+    SLOW_CHECK_EVERY,
+    SNAPSHOT_REUSE_S,
+    Hub,
+    Subscriber,
+    TableFeed,
+)
 from server.wire.codec import Encoding, Frame, decode
 from tests.store import RULES, TABLE, ManualClock, Owner, bet
 from tests.transport.conftest import within
@@ -789,3 +795,153 @@ async def test_the_notice_listener_outlives_a_redis_restart(make_hub: Make) -> N
             await store.close()
     names = [entry["event"] for entry in logs]
     assert "settled_notices_error" in names and "settled_notices_resumed" in names, names
+
+
+# --- the spectators' shared snapshot ---------------------------------------------------------
+
+
+class SnapshotCounter(MemoryStore):
+    """A memory store that counts snapshot reads; one may be held (`gate`) after it read, as
+    a Redis reply still on its way, or fail as a Redis that is down."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.snapshots = 0
+        self.gate: asyncio.Event | None = None
+        self.reading = asyncio.Event()  # set when a read starts
+        self.down = False
+
+    async def snapshot(self, table_id: str, player: str | None) -> Snapshot | None:
+        self.snapshots += 1
+        self.reading.set()
+        if self.down:
+            raise StoreUnavailable("redis is unreachable: connection refused")
+        snap = await super().snapshot(table_id, player)
+        if self.gate is not None:
+            await self.gate.wait()
+        return snap
+
+
+@pytest.fixture
+async def counting(clock: ManualClock) -> SnapshotCounter:
+    store = SnapshotCounter(clock)
+    await store.create_table(TABLE, RULES)
+    return store
+
+
+async def test_concurrent_spectator_joins_share_one_store_read(
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
+) -> None:
+    """Many spectators joining at once cost one snapshot read, and joins after it none,
+    while the feed has delivered nothing after it."""
+    hub = make_hub(counting, check_interval=QUIET)
+    _, feed, _ = await _history(counting, clock, hub)
+    counting.snapshots = 0
+    shared = await asyncio.gather(*(feed.spectator_snapshot() for _ in range(50)))
+    assert counting.snapshots == 1
+    first = shared[0]
+    assert first is not None and all(s is first for s in shared)
+    assert (first.seq, first.epoch, first.vouched) == (feed.last_seq, feed.epoch, True)
+    assert first.snapshot.bets == [] and first.message()["balance"] is None
+    assert await feed.spectator_snapshot() is first
+    assert counting.snapshots == 1
+
+
+async def test_a_join_after_a_new_event_gets_it_after_the_shared_snapshot_then_a_fresh_one(
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
+) -> None:
+    """The feed moved past the shared snapshot: the next join still starts from it, with the
+    events after it from the feed's cache (no gap, no duplicate, no wait), and a fresh read
+    starts at once; the joins after that read get the fresh snapshot."""
+    hub = make_hub(counting, check_interval=QUIET)
+    owner, feed, _ = await _history(counting, clock, hub)
+    old = await feed.spectator_snapshot()
+    assert old is not None and counting.snapshots == 1
+    hub.offer(TABLE, await _played(counting, clock, owner, 2))
+    assert await feed.spectator_snapshot() is old
+    sub = FakeSub()
+    sub.messages.append({"type": "snapshot", "seq": old.seq})
+    assert (
+        feed.subscribe_after(sub, old.seq, old.epoch, from_store=not old.vouched) == feed.last_seq
+    )
+    assert sub.seqs == [old.seq + 1, old.seq + 2]
+    _consistent(sub, await counting.events_after(TABLE, 0) or [])
+    assert feed.sharing is not None  # the fresh read, started by that join
+    await feed.sharing[1]
+    fresh = await feed.spectator_snapshot()
+    assert fresh is not None and fresh is not old
+    assert fresh.seq == feed.last_seq and counting.snapshots == 2
+
+
+async def test_the_shared_snapshot_is_served_for_a_limited_time(
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
+) -> None:
+    """It also holds what no event says (bet totals since the last bet_totals): once it is
+    SNAPSHOT_REUSE_S old the next join waits for a fresh read."""
+    hub = make_hub(counting, check_interval=QUIET)
+    _, feed, _ = await _history(counting, clock, hub)
+    old = await feed.spectator_snapshot()
+    assert old is not None
+    old.taken -= SNAPSHOT_REUSE_S
+    fresh = await feed.spectator_snapshot()
+    assert fresh is not old and counting.snapshots == 2
+
+
+async def test_an_epoch_reset_invalidates_the_shared_snapshot(
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
+) -> None:
+    """After the history got a new epoch no join starts from the old history's snapshot."""
+    hub = make_hub(counting, check_interval=QUIET)
+    _, feed, _ = await _history(counting, clock, hub)
+    old = await feed.spectator_snapshot()
+    assert old is not None
+    live = FakeSub()
+    feed.subscribe_after(live, feed.last_seq)
+    theirs = await counting.reset_epoch(TABLE, feed.epoch)
+    feed.check_now.set()
+    await live.until(lambda: live.resyncs == 1)  # the feed adopted the new epoch
+    assert feed.epoch == theirs
+    fresh = await feed.spectator_snapshot()
+    assert fresh is not None and fresh is not old
+    assert (fresh.epoch, fresh.vouched) == (theirs, True) and counting.snapshots == 2
+
+
+async def test_a_shared_read_behind_the_feed_is_not_vouched_and_outlives_a_cancelled_join(
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
+) -> None:
+    """A commit lands while the read's reply is on its way: the snapshot is behind the feed.
+    The joins that waited for it get it unvouched (parked until the store is checked, as any
+    snapshot read behind the feed) and it is not kept for later joins. A waiting join that
+    is cancelled (its connection closed) cancels the read for no other."""
+    hub = make_hub(counting, check_interval=QUIET)
+    owner, feed, _ = await _history(counting, clock, hub)
+    counting.gate = asyncio.Event()
+    gone = asyncio.create_task(feed.spectator_snapshot())
+    waiting = asyncio.create_task(feed.spectator_snapshot())
+    async with asyncio.timeout(within()):
+        await counting.reading.wait()
+    hub.offer(TABLE, await _played(counting, clock, owner, 1))
+    gone.cancel()
+    counting.gate.set()
+    behind = await waiting
+    assert gone.cancelled() and counting.snapshots == 1
+    assert behind is not None and behind.seq == feed.last_seq - 1 and not behind.vouched
+    assert feed.shared is None
+    sub = FakeSub()
+    assert feed.subscribe_after(sub, behind.seq, behind.epoch, from_store=True) == behind.seq
+    assert sub in feed.pending
+
+
+async def test_a_failed_shared_read_fails_its_joins_and_the_next_join_reads_again(
+    counting: SnapshotCounter, clock: ManualClock, make_hub: Make
+) -> None:
+    hub = make_hub(counting, check_interval=QUIET)
+    _, feed, _ = await _history(counting, clock, hub)
+    counting.down = True
+    results = await asyncio.gather(
+        *(feed.spectator_snapshot() for _ in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(r, StoreUnavailable) for r in results) and counting.snapshots == 1
+    counting.down = False
+    shared = await feed.spectator_snapshot()
+    assert shared is not None and shared.vouched and counting.snapshots == 2
