@@ -79,6 +79,7 @@ from server.store.codec import (
     unpackb,
 )
 from server.store.recall import history_record, record_body
+from server.store.redis_link import Call, CommandLink
 from server.store.wallet import (
     DEFAULT_RECALL_ROUNDS,
     IDEMPOTENCY_KEYS_KEPT,
@@ -106,7 +107,7 @@ _SCRIPTS = (
     "move_money",
     "expire_guests",
 )
-BATCH_MAX = 256  # commands one pipeline carries; more calls in the same tick take several
+BATCH_MAX = 256  # commands one write carries; more calls in the same tick take several
 BET_BATCH_MAX = 64  # bets one place_bet script takes: Redis runs nothing else meanwhile
 TABLE_KEYS_CACHED = 1024  # tables whose key names are kept made
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
@@ -183,25 +184,24 @@ class _Connection(Connection):
 
 
 class _Batcher:
-    """Sends the commands callers issue within one turn of the event loop as one pipeline.
+    """Sends the commands callers issue within one turn of the event loop as one write, on
+    one connection kept open (server/store/redis_link.py).
 
-    Every bet is one script call; sent alone, redis-py's per-call work (a pooled connection,
-    a timeout, a write and a read of its own) cost the node ~190 us a bet, twice what it
-    costs in a pipeline. Calls made while the loop runs its ready callbacks (the sessions
-    woken by one batch of frames) go out together on the next turn; each caller still gets
-    its own reply or error, and a pipeline that fails to reach Redis fails every call in it
-    (place_bet is idempotent and commit fenced and versioned, so a caller may retry)."""
+    Every bet is a script call; sent alone, redis-py's per-call work (a pooled connection, a
+    timeout, a write and a read of its own) cost the node ~190 us a bet, and its pipeline
+    ~100 us per execute whatever it carried. Calls made while the loop runs its ready
+    callbacks (the sessions woken by one batch of frames) go out together on the next turn
+    (BATCH_MAX a write); each caller still gets its own reply or error."""
 
     def __init__(self, redis: Redis) -> None:
-        self._redis = redis
-        self._queued: list[tuple[tuple[Any, ...], asyncio.Future[Any]]] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.link = CommandLink(redis.connection_pool.make_connection)
+        self._queued: list[Call] = []
 
     async def call(self, *args: Any) -> Any:
         return await self.submit(*args)
 
     def submit(self, *args: Any) -> asyncio.Future[Any]:
-        """Queue a command in this turn's pipeline now; its reply comes in the future."""
+        """Queue a command in this turn's write now; its reply comes in the future."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         if not self._queued:
@@ -212,35 +212,10 @@ class _Batcher:
     def _flush(self) -> None:
         queued, self._queued = self._queued, []
         for first in range(0, len(queued), BATCH_MAX):
-            task = asyncio.create_task(self._send(queued[first : first + BATCH_MAX]))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, calls: list[tuple[tuple[Any, ...], asyncio.Future[Any]]]) -> None:
-        pipe = self._redis.pipeline(transaction=False)
-        for args, _ in calls:
-            pipe.execute_command(*args)
-        try:
-            replies = await pipe.execute(raise_on_error=False)
-        except BaseException as error:  # every caller hears it; a cancel ends the batch too
-            for _, future in calls:
-                if not future.done():
-                    future.set_exception(error)
-            if not isinstance(error, Exception):
-                raise
-            return
-        for (_, future), reply in zip(calls, replies, strict=True):
-            if future.done():  # its caller was cancelled: the reply is dropped
-                continue
-            if isinstance(reply, Exception):
-                future.set_exception(reply)
-            else:
-                future.set_result(reply)
+            self.link.send(queued[first : first + BATCH_MAX])
 
     async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.link.close()
 
 
 class _BetBatches:

@@ -1,0 +1,84 @@
+"""The store's command link (server/store/redis_link.py) on a real Redis: one connection for
+the batched calls, an error reply failing only its call, a broken connection's calls written
+again on a new one, and a call with no reply in time failing without a retry."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from redis.asyncio import Redis
+
+from server.store.base import StoreUnavailable
+from server.store.redis import RedisStore
+
+pytestmark = pytest.mark.redis
+
+WAIT_S = 5.0
+
+
+@pytest.fixture
+async def store(redis_url: str) -> AsyncIterator[RedisStore]:
+    store = RedisStore(redis_url, key_prefix=f"link-{uuid.uuid4().hex[:8]}", timeout_s=1.0)
+    yield store
+    await store.close()
+
+
+async def blocked_in_redis(raw: Redis, which: Callable[[int], bool]) -> None:
+    """Until a client `which` accepts (by id) is blocked in BLPOP. Redis tells this only when
+    asked: a bounded poll of CLIENT LIST."""
+    for _ in range(int(WAIT_S / 0.01)):
+        clients = await raw.client_list()
+        if any(c["cmd"] == "blpop" and which(int(c["id"])) for c in clients):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("no client blocked in BLPOP")
+
+
+async def link_client_id(store: RedisStore) -> int:
+    return int(await store._call("CLIENT", "ID"))
+
+
+async def test_calls_share_one_connection_and_an_error_reply_fails_only_its_call(
+    store: RedisStore,
+) -> None:
+    key = f"{store.key_prefix}:text"
+    await store._call("SET", key, "not a number")
+    first = await link_client_id(store)
+    results = await asyncio.gather(
+        store._call("INCR", key),  # WRONGTYPE-like: an error reply
+        store._call("GET", key),
+        store._call("CLIENT", "ID"),
+        return_exceptions=True,
+    )
+    assert isinstance(results[0], Exception) and "not an integer" in str(results[0])
+    assert results[1] == b"not a number"
+    assert results[2] == first  # the same connection, still open after the error reply
+
+
+async def test_a_call_on_a_broken_connection_goes_again_on_a_new_one(
+    store: RedisStore, raw: Redis
+) -> None:
+    key = f"{store.key_prefix}:queue"
+    first = await link_client_id(store)
+    waiting = asyncio.ensure_future(store._call("BLPOP", key, 0.8))  # in flight, unanswered
+    await blocked_in_redis(raw, lambda id_: id_ == first)
+    await raw.client_kill_filter(_id=str(first))
+    # Written again on a new connection: it blocks there, then this push answers it.
+    await blocked_in_redis(raw, lambda id_: id_ != first)
+    await raw.rpush(key, "served")
+    assert await asyncio.wait_for(waiting, WAIT_S) == [key.encode(), b"served"]
+    assert await link_client_id(store) != first
+
+
+async def test_a_call_without_a_reply_in_time_fails_and_is_not_retried(
+    store: RedisStore, raw: Redis
+) -> None:
+    key = f"{store.key_prefix}:never"
+    with pytest.raises(StoreUnavailable):
+        await asyncio.wait_for(store._call("BLPOP", key, 3), WAIT_S)  # timeout_s is 1.0
+    await raw.rpush(key, "late")  # a retried BLPOP would still be waiting and take it
+    assert await store._call("LLEN", key) == 1
+    assert await store._call("PING") in (b"PONG", True)  # the link opened a new connection
