@@ -1,12 +1,27 @@
-"""Make a memory store's history go backwards, as a Redis that lost its last writes does."""
+"""Make a memory store's history go backwards, as a Redis that lost its last writes does, and
+check that a client resyncs to the new history."""
 
 from __future__ import annotations
 
 from collections import deque
 
 from server.store.memory import MemoryStore
+from tests.transport.conftest import TABLE, Client, Message, within
 
-__all__ = ["rewind"]
+__all__ = ["resynced", "rewind"]
+
+
+async def resynced(store: MemoryStore, client: Client, old_epoch: str) -> tuple[Message, Message]:
+    """After the history went back: the client's fresh snapshot (not `recovered`, in the
+    store's new epoch) and the `joined` after it, in that epoch. The client's events are
+    cleared at the snapshot, so they hold what came after it."""
+    fresh = await client.expect(lambda m: m["type"] == "snapshot", within(3))
+    assert fresh["recovered"] is False and fresh["epoch"] != old_epoch
+    assert fresh["epoch"] == await store.epoch(TABLE)
+    client.events.clear()
+    rejoined = await client.reply("joined")
+    assert rejoined["epoch"] == fresh["epoch"]
+    return fresh, rejoined
 
 
 def rewind(store: MemoryStore, table_id: str, to_seq: int) -> None:

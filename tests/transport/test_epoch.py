@@ -11,7 +11,7 @@ from server.app import Node
 from server.store.base import StoreUnavailable
 from server.store.memory import MemoryStore
 from tests.transport.conftest import TABLE, Client, ClientFactory, Message, within
-from tests.transport.history import rewind
+from tests.transport.history import resynced, rewind
 
 
 async def _joined(client: Client, **join: object) -> tuple[list[Message], Message]:
@@ -89,11 +89,7 @@ async def test_history_going_back_resyncs_every_joined_client(
     seen = await clients[0].until_seq(joined["seq"] + 3)
     rewind(store, TABLE, seen["seq"] - 2)
     for client in clients:
-        fresh = await client.expect(lambda m: m["type"] == "snapshot", within(3))
-        assert fresh["recovered"] is False and fresh["epoch"] != old_epoch
-        assert fresh["epoch"] == await store.epoch(TABLE)
-        rejoined = await client.reply("joined")
-        assert rejoined["epoch"] == fresh["epoch"]
+        fresh, rejoined = await resynced(store, client, old_epoch)
         client.events.clear()
         last = await client.event("round_opened", fresh["round"])
         held = await store.events_after(TABLE, rejoined["seq"], 1000) or []

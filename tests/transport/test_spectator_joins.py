@@ -25,7 +25,7 @@ from tests.transport.conftest import (
     NodeFactory,
     within,
 )
-from tests.transport.history import rewind
+from tests.transport.history import resynced, rewind
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -162,12 +162,7 @@ async def test_spectators_resync_to_a_new_epoch_when_the_history_goes_back(
     seen = await spectators[0].until_seq(joined["seq"] + 3)
     rewind(store, TABLE, seen["seq"] - 2)
     for spectator in spectators:
-        fresh = await spectator.expect(lambda m: m["type"] == "snapshot", within(3))
-        assert fresh["recovered"] is False and fresh["epoch"] != old_epoch
-        assert fresh["epoch"] == await store.epoch(TABLE)
-        spectator.events.clear()
-        rejoined = await spectator.reply("joined")
-        assert rejoined["epoch"] == fresh["epoch"]
+        fresh, rejoined = await resynced(store, spectator, old_epoch)
         after = await spectator.until_seq(rejoined["seq"] + 2)
         held = {e["seq"]: e for e in await store.events_after(TABLE, fresh["seq"], 1000) or []}
         assert [e["seq"] for e in spectator.events] == list(
