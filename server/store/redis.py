@@ -35,7 +35,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from server.core.bets import (
@@ -259,6 +259,8 @@ class _BetBatches:
     ) -> None:
         try:
             replies = await sent
+            if not isinstance(replies, list) or len(replies) != len(batch):
+                raise RedisError(f"place_bet answered {replies!r} to {len(batch)} bets")
         except BaseException as error:  # every caller hears it; a cancel ends the batch too
             for _, _, future in batch:
                 if not future.done():

@@ -48,7 +48,10 @@ class CommandLink:
         self._make_connection = make_connection
         self._tries = tries  # writes a call may get: a broken connection's calls go again
         self._wire: _Wire | None = None
-        self._opening: asyncio.Lock | None = None
+        # While no connection is open: the calls waiting for one, and the one task opening it
+        # for all of them (one connect, whose failure fails them all at once).
+        self._unsent: list[tuple[Call, int]] = []
+        self._opener: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.writes = 0  # batches written (tests count them)
 
@@ -60,47 +63,57 @@ class CommandLink:
         wire = self._wire
         if wire is not None and not wire.broken and wire.connection._writer is not None:
             self._write(wire, calls)
-        else:
-            self._spawn(self._open_and_write(calls))
+            return
+        self._unsent.extend(calls)
+        if self._opener is None:
+            self._opener = asyncio.create_task(self._open())
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _open_and_write(self, calls: list[tuple[Call, int]]) -> None:
+    async def _open(self) -> None:
         try:
-            wire = await self._open()
-        except BaseException as error:  # every caller hears it; a cancel ends them too
-            _fail([call for call, _ in calls], error)
-            if not isinstance(error, Exception):
-                raise
-            return
-        self._write(wire, calls)
-
-    async def _open(self) -> _Wire:
-        if self._opening is None:
-            self._opening = asyncio.Lock()
-        async with self._opening:  # one connect at a time; the others use its connection
-            wire = self._wire
-            if wire is not None and not wire.broken:
-                return wire
             connection = self._make_connection()
             # redis-py's connect, with its retries; raises when it gives up.
             await connection.connect()  # type: ignore[no-untyped-call]
-            self._wire = _Wire(connection)
-            return self._wire
+        except BaseException as error:  # every waiting caller hears it; a cancel ends them too
+            unsent, self._unsent, self._opener = self._unsent, [], None
+            _fail([call for call, _ in unsent], error)
+            if not isinstance(error, Exception):
+                raise
+            return
+        self._wire = wire = _Wire(connection)
+        unsent, self._unsent, self._opener = self._unsent, [], None
+        self._write(wire, unsent)
 
     def _write(self, wire: _Wire, calls: list[tuple[Call, int]]) -> None:
-        live = [(call, tries) for call, tries in calls if not call[1].done()]
-        if not live:  # every caller was cancelled
-            return
         connection = wire.connection
-        packed = connection.pack_commands([args for (args, _), _ in live])
-        wire.waiting.extend((call, tries + 1) for call, tries in live)
-        writer = connection._writer
-        assert writer is not None  # checked by _send, or just opened
-        writer.writelines(packed)
+        chunks: list[bytes] = []
+        written: list[tuple[Call, int]] = []
+        for call, tries in calls:
+            args, future = call
+            if future.done():  # its caller was cancelled
+                continue
+            try:
+                chunks += connection.pack_command(*args)
+            except Exception as error:  # an argument Redis cannot take: this call's alone
+                future.set_exception(error)
+                continue
+            written.append((call, tries + 1))
+        if not written:
+            return
+        wire.waiting.extend(written)
+        writer = connection._writer  # redis-py's stream, open since connect()
+        try:
+            assert writer is not None  # checked by _send, or just opened
+            writer.writelines(chunks)
+        except Exception as error:  # a transport closed under us: as if it broke
+            if wire.reader is not None:
+                wire.reader.cancel()
+            self._break(wire, RedisConnectionError(f"cannot write to Redis: {error!r}"))
+            return
         self.writes += 1
         if wire.reader is None:
             wire.reader = asyncio.create_task(self._read(wire))
@@ -144,6 +157,9 @@ class CommandLink:
             self._send(again)
 
     async def close(self) -> None:
+        if self._opener is not None:
+            self._opener.cancel()
+            await asyncio.gather(self._opener, return_exceptions=True)
         wire, self._wire = self._wire, None
         if wire is not None:
             wire.broken = True

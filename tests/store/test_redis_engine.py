@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,7 +11,9 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
+from server.core.bets import Spot, SpotLimit, TableLimits
 from server.core.errors import BetRejected, RejectCode
+from server.core.rules import TableRules
 from server.store.base import BetReceipt, Store, StoreUnavailable
 from server.store.codec import unpackb
 from server.store.redis import RedisStore
@@ -190,6 +193,58 @@ async def test_bets_of_one_loop_turn_go_as_one_script_per_table(table: Store, ra
     totals = await table.bet_totals(TABLE, 1)
     assert (totals.totals["player"], totals.bettors) == (10_100, 100)
     assert (await table.ledger()).balanced
+
+
+async def test_a_batch_whose_stakes_pass_2_53_keeps_exact_sums(redis_url: str) -> None:
+    """Lua's numbers are doubles: a batch's running sums are written before they would pass
+    2**53, so the ledger and the round's totals stay exact (each bet alone always was)."""
+    huge = SpotLimit(1, 2**53 - 1)
+    rules = TableRules("huge", limits=TableLimits({Spot.PLAYER: huge, Spot.BANKER: huge}))
+    store = RedisStore(redis_url, key_prefix=f"huge-{uuid.uuid4().hex[:8]}")
+    try:
+        await store.create_table(TABLE, rules)
+        a, b = 2**52 + 1, 2**52 + 2
+        await store.ensure_player("alice", a)
+        await store.ensure_player("bob", b)
+        owner = await Owner(store).start()
+        owner.rules = rules
+        await owner.open()
+        before = await store.ledger()
+        receipts = await asyncio.gather(  # one turn: one script call
+            bet(store, "alice", a, bet_id="x1"), bet(store, "bob", b, bet_id="x2")
+        )
+        assert [r.balance for r in receipts] == [0, 0]
+        after = await store.ledger()
+        assert after.in_play - before.in_play == a + b
+        assert before.balances - after.balances == a + b
+        assert (await store.bet_totals(TABLE, 1)).totals["player"] == a + b
+    finally:
+        await store.close()
+
+
+async def test_a_batch_failing_midway_keeps_the_bets_placed_before_whole(
+    table: Store, raw: Redis
+) -> None:
+    """A call failing inside the batch script (here a balance key of the wrong type) ends it
+    with an error for every caller, but the bets placed before it are in the round's list,
+    the ledger and the totals, and a retry of their bet_id gets their receipt."""
+    assert isinstance(table, RedisStore)
+    await table.ensure_player("carol", 1_000)  # alice and bob are the fixture's
+    await (await Owner(table).start()).open()
+    await raw.delete(table._player_key("bob", "balance"))
+    await raw.hset(table._player_key("bob", "balance"), "not", "a number")
+    results = await asyncio.gather(
+        bet(table, "alice", 100, bet_id="a1"),
+        bet(table, "bob", 100, bet_id="b1"),
+        bet(table, "carol", 100, bet_id="c1"),
+        return_exceptions=True,
+    )
+    assert all(isinstance(r, Exception) for r in results), results
+    assert [(b.player, b.amount) for b in await table.round_bets(TABLE, 1)] == [("alice", 100)]
+    assert (await table.bet_totals(TABLE, 1)).totals == {"player": 100}
+    assert (await table.ledger()).balanced
+    assert (await bet(table, "alice", 100, bet_id="a1")).balance == 9_900  # its first receipt
+    assert (await bet(table, "carol", 100, bet_id="c1")).balance == 900  # placed only now
 
 
 @pytest.fixture

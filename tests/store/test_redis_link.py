@@ -1,18 +1,23 @@
 """The store's command link (server/store/redis_link.py) on a real Redis: one connection for
-the batched calls, an error reply failing only its call, a broken connection's calls written
-again on a new one, and a call with no reply in time failing without a retry."""
+the batched calls, an error reply or an argument Redis cannot take failing only its call, a
+broken connection's calls written again on a new one, a call with no reply in time failing
+without a retry, and one reconnect for every caller while Redis is paused."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 from redis.asyncio import Redis
 
 from server.store.base import StoreUnavailable
 from server.store.redis import RedisStore
+from tests.redis_server import RedisProcess, start_redis
 
 pytestmark = pytest.mark.redis
 
@@ -82,3 +87,51 @@ async def test_a_call_without_a_reply_in_time_fails_and_is_not_retried(
     await raw.rpush(key, "late")  # a retried BLPOP would still be waiting and take it
     assert await store._call("LLEN", key) == 1
     assert await store._call("PING") in (b"PONG", True)  # the link opened a new connection
+
+
+async def test_an_argument_redis_cannot_take_fails_only_its_call(store: RedisStore) -> None:
+    await store._call("PING")  # the link is open: the next turn's calls are one write
+    good = asyncio.ensure_future(store._call("TIME"))
+    bad = asyncio.ensure_future(store._call("GET", None))  # redis-py cannot pack None
+    done, _ = await asyncio.wait({good, bad}, timeout=WAIT_S)
+    assert done == {good, bad}
+    assert isinstance(bad.exception(), Exception) and good.exception() is None
+
+
+@pytest.fixture
+def own_server() -> Iterator[RedisProcess]:
+    """A redis-server of this test's own, which it may pause."""
+    with start_redis() as server:
+        yield server
+
+
+async def test_with_redis_paused_every_caller_fails_after_one_reconnect(
+    own_server: RedisProcess,
+) -> None:
+    """Once the link's connection timed out, the calls that come while Redis is paused wait
+    for one reconnect together: they all fail at about the same time (redis-py's connect
+    retries), not one reconnect after another."""
+    store = RedisStore(own_server.url, key_prefix="paused", timeout_s=0.5)
+    pid = own_server._proc.pid  # type: ignore[union-attr]
+    try:
+        await store._call("PING")
+        os.kill(pid, signal.SIGSTOP)
+        with pytest.raises(StoreUnavailable):
+            await store._call("TIME")  # the connection times out and is dropped
+        start = time.monotonic()
+        failed: list[float] = []
+
+        async def one() -> None:
+            with pytest.raises(StoreUnavailable):
+                await store._call("TIME")
+            failed.append(time.monotonic() - start)
+
+        tasks = []
+        for _ in range(4):  # four callers, each in its own turn (as bets arrive)
+            tasks.append(asyncio.ensure_future(one()))
+            await asyncio.sleep(0.01)
+        await asyncio.wait_for(asyncio.gather(*tasks), 30)
+        assert max(failed) < 1.5 * min(failed), failed  # one after another: 1x, 2x, 3x, 4x
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        await store.close()

@@ -22,8 +22,24 @@ local totals = prefix .. 'totals:' .. round
 local limits = {} -- spot -> {min, max} as HMGET gave them, read once a batch
 local archived = false
 -- What every accepted bet adds to the ledger, the round's totals and its list of bets,
--- written once at the end of the batch: nothing in the batch reads them.
+-- written at the end of the batch (nothing in the batch reads them), or before a sum would
+-- reach 2^53, past which Lua's doubles are no longer exact.
 local staked, added, records = 0, {bets = 0, bettors = 0}, {}
+local EXACT = 9007199254740992 -- 2^53
+
+local function write_sums()
+  if staked > 0 then
+    redis.call('HINCRBY', KEYS[3], 'balances', int(-staked))
+    redis.call('HINCRBY', KEYS[3], 'in_play', int(staked))
+    redis.call('RPUSH', prefix .. 'bets:' .. round, unpack(records)) -- at most BET_BATCH_MAX
+    for name, value in pairs(added) do
+      if value > 0 then
+        redis.call('HINCRBY', totals, name, int(value))
+      end
+    end
+  end
+  staked, added, records = 0, {bets = 0, bettors = 0}, {}
+end
 
 local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, amount_arg)
   -- The player's length first, so no two (player, bet_id) pairs share a field.
@@ -67,6 +83,9 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
     archive_round(t)
     archived = true
   end
+  if staked + amount >= EXACT then
+    write_sums()
+  end
   local after = redis.call('DECRBY', balance_key, amount_arg)
   staked = staked + amount
   redis.call('INCRBY', in_play_key, amount_arg) -- the stake in play: a guest keeps till settled
@@ -92,19 +111,22 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
 end
 
 local replies = {}
-for i = 0, (#ARGV - 3) / 5 - 1 do
-  local a = 4 + 5 * i
-  replies[i + 1] = place(KEYS[6 + 2 * i], KEYS[7 + 2 * i],
-    ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
-end
-if staked > 0 then
-  redis.call('HINCRBY', KEYS[3], 'balances', int(-staked))
-  redis.call('HINCRBY', KEYS[3], 'in_play', int(staked))
-  redis.call('RPUSH', prefix .. 'bets:' .. round, unpack(records)) -- at most BET_BATCH_MAX
-  for name, value in pairs(added) do
-    if value > 0 then
-      redis.call('HINCRBY', totals, name, int(value))
-    end
+-- A failing call (out of memory, a key of the wrong type) ends the script, but Redis keeps
+-- what it wrote: the bets already placed are written to the round's list, the ledger and the
+-- totals before the error goes back, so each of them is settled like any other (a retry of
+-- its bet_id gets its receipt).
+local ok, failure = pcall(function()
+  for i = 0, (#ARGV - 3) / 5 - 1 do
+    local a = 4 + 5 * i
+    replies[i + 1] = place(KEYS[6 + 2 * i], KEYS[7 + 2 * i],
+      ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
   end
+end)
+write_sums()
+if not ok then
+  if type(failure) == 'table' then
+    return failure -- redis.call's error reply
+  end
+  return redis.error_reply(tostring(failure))
 end
 return replies
