@@ -111,23 +111,24 @@ class Recorder:
 # --- clients of each engine ------------------------------------------------------------------
 
 
+async def _joined(ws: LightClient) -> LightClient:
+    """Join the table and wait for `joined` (ours and the bare peer speak alike)."""
+    ws.send(msgpack.packb({"type": "join", "table": TABLE}))
+    while msgpack.unpackb(await ws.recv()).get("type") != "joined":
+        pass
+    return ws
+
+
 async def _join_project(url: str) -> LightClient:
     async with asyncio.timeout(OPEN_TIMEOUT_S):
         ws = await light_connect(url + "?role=spectator", "baccarat.v1.msgpack")
         await ws.recv()  # welcome
-        ws.send(msgpack.packb({"type": "join", "table": TABLE}))
-        while msgpack.unpackb(await ws.recv()).get("type") != "joined":
-            pass
-    return ws
+        return await _joined(ws)
 
 
 async def _join_bare(url: str) -> LightClient:
     async with asyncio.timeout(OPEN_TIMEOUT_S):
-        ws = await light_connect(url)
-        ws.send(msgpack.packb({"type": "join", "table": TABLE}))
-        while msgpack.unpackb(await ws.recv()).get("type") != "joined":
-            pass
-    return ws
+        return await _joined(await light_connect(url))
 
 
 def _sio_url(url: str) -> str:
@@ -193,8 +194,7 @@ class Site:
 
     @property
     def redis_pid(self) -> int | None:
-        proc = getattr(self.redis, "_proc", None)  # tests/redis_server keeps its Popen private
-        return proc.pid if proc is not None else None
+        return self.redis.pid if self.redis is not None else None
 
     async def stop(self) -> None:
         for server in self.servers:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from server.core.table import Phase
 from server.store.base import Snapshot
 from server.wire import shapes
 
@@ -63,10 +62,8 @@ class SharedSnapshot:
                 None,
             )
         message = self._base.copy()
-        state = self.snapshot.state
-        if state.phase is Phase.BETTING:
-            now_ms = self.now_ms + int(self.age() * 1000)
-            message["time_left_ms"] = max(0, state.closes_at_ms - now_ms)
+        now_ms = self.now_ms + int(self.age() * 1000)  # the store's clock now, as best known
+        message["time_left_ms"] = shapes.time_left_ms(self.snapshot.state, now_ms)
         if recovered is not None:
             message["recovered"] = recovered
         return message

@@ -97,6 +97,7 @@ __all__ = [
     "snapshot",
     "stamp_event",
     "table_info",
+    "time_left_ms",
     "welcome",
 ]
 
@@ -598,6 +599,13 @@ def welcome(
     return message
 
 
+def time_left_ms(state: TableState, now_ms: int) -> int:
+    """What is left of the betting window at `now_ms` (0 outside it)."""
+    if state.phase is not Phase.BETTING:
+        return 0
+    return max(0, state.closes_at_ms - now_ms)
+
+
 def snapshot(
     table: str,
     seq: int,
@@ -612,7 +620,6 @@ def snapshot(
     recovered: bool | None = None,
 ) -> Snapshot:
     """A table's state for one connection: `bets` and `balance` are that player's."""
-    betting = state.phase is Phase.BETTING
     message: Snapshot = {
         "type": "snapshot",
         "table": table,
@@ -621,7 +628,7 @@ def snapshot(
         "phase": state.phase.value,
         "round": state.round,
         "closes_at": state.closes_at_ms,
-        "time_left_ms": max(0, state.closes_at_ms - now_ms) if betting else 0,
+        "time_left_ms": time_left_ms(state, now_ms),
         "cards": [card_view(hand, card) for hand, card in state.dealt_cards()],
         "shoe": state.shoe_number,
         "last_hand": state.last_hand,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
 import pytest
 from redis.asyncio import Redis
@@ -18,7 +18,7 @@ from server.store.base import DEFAULT_HISTORY_EVENTS, DEFAULT_HISTORY_ROUNDS, St
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from server.store.wallet import DEFAULT_RECALL_ROUNDS
-from tests.redis_server import delete_keys
+from tests.redis_server import RedisProcess, delete_keys, start_redis
 from tests.store import RULES, TABLE, ManualClock
 
 StoreFactory = Callable[..., Awaitable[Store]]
@@ -109,3 +109,10 @@ async def raw(redis_url: str) -> AsyncIterator[Redis]:
     client = Redis.from_url(redis_url)
     yield client
     await client.aclose()
+
+
+@pytest.fixture
+def own_server() -> Iterator[RedisProcess]:
+    """A redis-server of this test's own, which it may stop, restart or pause."""
+    with start_redis() as server:
+        yield server

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from server.core.rules import TableRules
 from server.store.base import BetReceipt, Store, StoreUnavailable
 from server.store.codec import unpackb
 from server.store.redis import RedisStore
-from tests.redis_server import RedisProcess, start_redis
+from tests.redis_server import RedisProcess
 from tests.store import RULES, TABLE, Owner, bet, take
 from tests.store.conftest import StoreFactory
 
@@ -245,13 +244,6 @@ async def test_a_batch_failing_midway_keeps_the_bets_placed_before_whole(
     assert (await table.ledger()).balanced
     assert (await bet(table, "alice", 100, bet_id="a1")).balance == 9_900  # its first receipt
     assert (await bet(table, "carol", 100, bet_id="c1")).balance == 900  # placed only now
-
-
-@pytest.fixture
-def own_server() -> Iterator[RedisProcess]:
-    """A redis-server of this test's own, which it may stop and restart."""
-    with start_redis() as server:
-        yield server
 
 
 async def test_unreachable_redis_raises_store_unavailable(own_server: RedisProcess) -> None:

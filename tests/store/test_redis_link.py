@@ -10,14 +10,14 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from redis.asyncio import Redis
 
 from server.store.base import StoreUnavailable
 from server.store.redis import RedisStore
-from tests.redis_server import RedisProcess, start_redis
+from tests.redis_server import RedisProcess
 
 pytestmark = pytest.mark.redis
 
@@ -98,13 +98,6 @@ async def test_an_argument_redis_cannot_take_fails_only_its_call(store: RedisSto
     assert isinstance(bad.exception(), Exception) and good.exception() is None
 
 
-@pytest.fixture
-def own_server() -> Iterator[RedisProcess]:
-    """A redis-server of this test's own, which it may pause."""
-    with start_redis() as server:
-        yield server
-
-
 async def test_with_redis_paused_every_caller_fails_after_one_reconnect(
     own_server: RedisProcess,
 ) -> None:
@@ -112,7 +105,8 @@ async def test_with_redis_paused_every_caller_fails_after_one_reconnect(
     for one reconnect together: they all fail at about the same time (redis-py's connect
     retries), not one reconnect after another."""
     store = RedisStore(own_server.url, key_prefix="paused", timeout_s=0.5)
-    pid = own_server._proc.pid  # type: ignore[union-attr]
+    pid = own_server.pid
+    assert pid is not None
     try:
         await store._call("PING")
         os.kill(pid, signal.SIGSTOP)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import structlog.testing
@@ -15,7 +14,7 @@ from redis.asyncio import Redis
 from server.store.base import SettledNotice, StoreUnavailable
 from server.store.codec import packb
 from server.store.redis import RedisStore
-from tests.redis_server import RedisProcess, delete_keys, start_redis
+from tests.redis_server import RedisProcess, delete_keys
 from tests.store import RULES, TABLE, WAIT_S, Owner, bet
 
 pytestmark = pytest.mark.redis
@@ -72,13 +71,6 @@ async def test_a_stray_message_on_the_channel_is_skipped(redis_url: str) -> None
         await store.close()
         await raw.aclose()
         await delete_keys(redis_url, [prefix])
-
-
-@pytest.fixture
-def own_server() -> Iterator[RedisProcess]:
-    """A redis-server of this test's own, which it may stop and restart."""
-    with start_redis() as server:
-        yield server
 
 
 async def test_a_listener_raises_store_unavailable_and_listens_again_after_a_restart(
