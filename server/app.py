@@ -45,6 +45,7 @@ __all__ = [
 
 GUEST_SWEEP_INTERVAL = 5.0  # seconds between two expire_guests calls of a node
 READY_CHECK_TIMEOUT_S = 1.0  # /readyz: a store slower than this counts as unreachable
+STOP_TIMEOUT_S = 10.0  # after draining, the longest a stop may take before the node quits
 
 
 def parse_tables(spec: str) -> dict[str, TableRules]:
@@ -316,6 +317,10 @@ class Node:
         await self.stop()
 
 
+class StopTimedOut(Exception):
+    """The node's stop outlasted STOP_TIMEOUT_S after its drain."""
+
+
 def configure_logging(log_format: str, level: str) -> None:
     """structlog with JSON lines, or readable lines on a terminal."""
     as_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
@@ -358,7 +363,14 @@ async def _serve(settings: Settings, demo_secret: str | None) -> None:
     if node.serves_pages:  # the address a newcomer opens (the ws:// one answers a browser 426)
         print(f"baccarat: play at http://{settings.host}:{node.port}/", file=sys.stderr, flush=True)
     await term.wait()
-    await node.drain_and_stop(interrupt=now)
+    try:
+        # A stop that never ends (a store call that never answers) must not keep a stopped
+        # node, or a worker its parent gave up on, alive: it is logged and the node quits.
+        async with asyncio.timeout(settings.drain_seconds + STOP_TIMEOUT_S):
+            await node.drain_and_stop(interrupt=now)
+    except TimeoutError:
+        node.log.error("stop_timed_out", seconds=settings.drain_seconds + STOP_TIMEOUT_S)
+        raise StopTimedOut from None
 
 
 def serve_from_args(args: argparse.Namespace) -> int:
@@ -384,6 +396,8 @@ def run_node(settings: Settings, demo_secret: str | None = None) -> int:
         runner = uvloop.run
     try:
         runner(_serve(settings, demo_secret))
+    except StopTimedOut:
+        return 1
     except (OSError, StoreUnavailable) as error:  # port taken, bad host, Redis down at start
         print(f"baccarat serve: cannot start: {error}", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
+from server import app
 from server.app import GUEST_SWEEP_INTERVAL, Node, parse_tables
 from server.cli import main as cli_main
 from server.config import _RANGES, Settings, add_serve_arguments
@@ -506,3 +507,32 @@ def test_a_secret_file_is_read(tmp_path: Path) -> None:
     path = tmp_path / "secret"
     path.write_text(SECRET + "\n")
     assert Settings(secret=str(path)).auth_policy().secret == SECRET
+
+
+async def test_a_stop_that_never_ends_is_cut_short(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM, then a stop that hangs (a store call that never answers): after the drain and
+    STOP_TIMEOUT_S the node logs stop_timed_out and quits instead of staying up forever."""
+    monkeypatch.setattr(app, "STOP_TIMEOUT_S", 0.2)
+    real_stop = Node.stop
+
+    async def stuck(self: Node) -> None:
+        await real_stop(self)  # closes what it opened, then never returns
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(Node, "stop", stuck)
+    settings = Settings(port=0, tables="classic8", drain_seconds=0, log_format="json")
+    serving = asyncio.ensure_future(app._serve(settings, None))
+    try:
+        for _ in range(500):  # until _serve has put its SIGTERM handler on the loop
+            if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None) or serving.done():
+                break
+            await asyncio.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+        with pytest.raises(app.StopTimedOut):
+            await asyncio.wait_for(serving, 5)
+    finally:
+        serving.cancel()
+        with contextlib.suppress(BaseException):
+            await serving
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGTERM)
+        asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
