@@ -278,12 +278,21 @@ def parse_query(path: str) -> dict[str, str]:
     return query
 
 
+def _authorization(headers: Mapping[str, str]) -> list[str]:
+    """Every Authorization value of a request, in any case of the name. websockets' Headers
+    refuses a plain lookup of any name given twice, and iterating its items looks up every
+    name, so two Cookie, X-Forwarded-For or Sec-WebSocket-Protocol lines (all legal) would
+    read as a bad Authorization: ask it for this one header only."""
+    get_all = getattr(headers, "get_all", None)
+    if callable(get_all):
+        return [str(value) for value in get_all("Authorization")]
+    return [value for key, value in headers.items() if key.lower() == "authorization"]
+
+
 def _bearer(headers: Mapping[str, str]) -> str | None:
-    """The token of an `Authorization: Bearer <token>` header (any case), if there is one."""
-    try:
-        values = [value for key, value in headers.items() if key.lower() == "authorization"]
-    except LookupError:  # websockets' Headers will not pick one of several Authorization
-        raise AuthError(_ONE_BEARER) from None
+    """The token of an `Authorization: Bearer <token>` header (any case), if there is one;
+    AuthError for a malformed one or several (only a repeated Authorization is ambiguous)."""
+    values = _authorization(headers)
     if not values:
         return None
     match = _BEARER.fullmatch(values[0].strip())

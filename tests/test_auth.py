@@ -584,6 +584,17 @@ def test_two_authorization_headers_are_refused() -> None:
         _policy(SECRET).authenticate({}, headers)
 
 
+def test_other_repeated_headers_leave_the_authorization_readable() -> None:
+    """websockets' Headers with two Cookie lines refuses a lookup of Cookie: that is no
+    reason to refuse the one Authorization header (it was 401 "must be one 'Bearer'")."""
+    headers = Headers()
+    for name, value in (("Cookie", "a=1"), ("Cookie", "b=2"), ("X-Forwarded-For", "10.0.0.1")):
+        headers[name] = value
+    headers["X-Forwarded-For"] = "10.0.0.2"
+    headers["authorization"] = f"Bearer {_token()}"
+    assert _policy(SECRET).authenticate({}, headers).identity.player == "alice"
+
+
 def test_query_and_header_tokens_must_agree() -> None:
     """The same token twice is fine; two different tokens are refused."""
     token = _token()

@@ -33,6 +33,9 @@ from server.transport.http_body import API_PREFIX, Posted
 __all__ = ["ApiError", "OperatorApi", "error_response", "table_rows"]
 
 MAX_KEY_CHARS = 128  # an idempotency key is kept per player; bound what a caller may store
+# A JSON integer in a body: an amount below MONEY_LIMIT (2**53) has 16 digits, so this leaves
+# room for a sign and leading nonsense while int() stays cheap.
+MAX_NUMBER_CHARS = 32
 
 TableRows = Callable[[], Awaitable[list[dict[str, Any]]]]
 
@@ -236,12 +239,32 @@ def _player_id(value: str) -> str:
         raise ApiError(HTTPStatus.BAD_REQUEST, "bad_player", str(error)) from None
 
 
+class _BadNumber(ValueError):
+    """A number in a body that we will not read (overlong, or not JSON at all)."""
+
+
+def _whole_number(text: str) -> int:
+    # Bounded before int(): Python refuses a string of more than 4,300 digits with a
+    # ValueError (and longer ones cost quadratic time below that limit).
+    if len(text) > MAX_NUMBER_CHARS:
+        raise _BadNumber(f"a number of {len(text)} characters (at most {MAX_NUMBER_CHARS})")
+    return int(text)
+
+
+def _not_a_number(name: str) -> Any:
+    raise _BadNumber(f"{name} is not a JSON number")  # Python's json would read it as a float
+
+
 def _body(posted: Posted | None) -> dict[str, Any]:
     """The request's JSON object; ApiError 400 otherwise."""
     raw = posted.body if posted is not None else b""
     try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        body = json.loads(raw, parse_int=_whole_number, parse_constant=_not_a_number)
+    except _BadNumber as error:
+        raise ApiError(
+            HTTPStatus.BAD_REQUEST, "bad_json", f"the body must be a JSON object: {error}"
+        ) from None
+    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
         raise ApiError(
             HTTPStatus.BAD_REQUEST, "bad_json", "the body must be a JSON object"
         ) from None

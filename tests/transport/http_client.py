@@ -52,14 +52,16 @@ def request_bytes(
     path: str,
     body: bytes | None = None,
     token: str | None = None,
-    headers: dict[str, str] | None = None,
+    headers: dict[str, str] | list[tuple[str, str]] | None = None,
 ) -> bytes:
+    """The request's bytes; `headers` as pairs may name a header more than once."""
     lines = [f"{method} {path} HTTP/1.1", "Host: localhost"]
     if token is not None:
         lines.append(f"Authorization: Bearer {token}")
     if body is not None:
         lines.append(f"Content-Length: {len(body)}")
-    lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+    pairs = headers.items() if isinstance(headers, dict) else headers or []
+    lines += [f"{name}: {value}" for name, value in pairs]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + (body or b"")
 
 

@@ -73,6 +73,32 @@ async def test_a_token_of_another_secret_is_refused(make_node: NodeFactory) -> N
     assert answer.status == 401
 
 
+async def test_repeated_headers_other_than_authorization_are_not_refused(
+    make_node: NodeFactory,
+) -> None:
+    """Two Cookie or X-Forwarded-For lines (a proxy adds its own) do not make the token
+    unreadable (they were 401 "the Authorization header must be one 'Bearer <token>'");
+    two Authorization lines still are, even with the same token."""
+    node = await make_node(secret=SECRET)
+    token = token_for(node)
+    repeated = [
+        ("Cookie", "a=1"),
+        ("Cookie", "b=2"),
+        ("X-Forwarded-For", "10.0.0.1"),
+        ("X-Forwarded-For", "10.0.0.2"),
+    ]
+    for method, path, body in (("GET", "/api/tables", None), ("POST", CREDIT, _move(5))):
+        raw = json.dumps(body).encode() if body else None
+        answer = parse_answer(
+            await send_raw(node, request_bytes(method, path, raw, token, repeated))
+        )
+        assert answer.status == 200, answer
+    twice = request_bytes("GET", "/api/tables", None, token, [("Authorization", f"Bearer {token}")])
+    answer = parse_answer(await send_raw(node, twice))
+    assert answer.status == 401 and "one 'Bearer <token>'" in answer.json()["message"]
+    assert await node.store.balance("alice") == 5
+
+
 # --- money -----------------------------------------------------------------------------------
 
 
@@ -164,6 +190,12 @@ async def test_a_players_balance_is_the_one_a_connection_sees(
         (CREDIT, _move(1.5), "bad_amount"),
         (CREDIT, _move(True), "bad_amount"),
         (CREDIT, _move(2**53), "bad_amount"),
+        (CREDIT, b'{"amount": ' + b"9" * 5000 + b', "idempotency_key": "k"}', "bad_json"),
+        (CREDIT, b'{"amount": -' + b"9" * 33 + b', "idempotency_key": "k"}', "bad_json"),
+        (CREDIT, b'{"amount": NaN, "idempotency_key": "k"}', "bad_json"),
+        (CREDIT, b'{"amount": Infinity, "idempotency_key": "k"}', "bad_json"),
+        (CREDIT, b'{"amount": 1e999, "idempotency_key": "k"}', "bad_amount"),
+        (CREDIT, b'{"amount": 5, "idempotency_key": "k", "x": 1' + b"0" * 4400 + b"}", "bad_json"),
         (DEBIT, {"amount": 5}, "bad_idempotency_key"),
         (CREDIT, _move(5, ""), "bad_idempotency_key"),
         (CREDIT, _move(5, 7), "bad_idempotency_key"),
@@ -176,11 +208,15 @@ async def test_a_players_balance_is_the_one_a_connection_sees(
 async def test_bad_requests_get_400_with_a_code_and_move_nothing(
     make_node: NodeFactory, server_log: ServerLog, path: str, body: object, code: str
 ) -> None:
-    """A bad body, amount, key or player id: 400 {"error": code, "message": ...}, no money."""
+    """A bad body, amount, key or player id: 400 {"error": code, "message": ...}, no money.
+    An integer of 5,000 digits was a 500 and a traceback (Python's int() refuses more than
+    4,300): any number too long to be an amount is a bad body, said in one line."""
     node = await make_node(secret=SECRET)
     answer = await call(node, "POST", path, body, token_for(node))
     assert answer.status == 400
-    assert answer.json()["error"] == code and answer.json()["message"]
+    message = answer.json()["message"]
+    assert answer.json()["error"] == code and message and "\n" not in message
+    assert len(message) < 200, message
     ledger = await node.store.ledger()
     assert (ledger.operator_in, ledger.operator_out) == (0, 0)
     assert server_log.failures() == []

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 import pytest
 from websockets.asyncio.client import connect
+from websockets.datastructures import HeadersLike
 from websockets.exceptions import InvalidStatus
 from websockets.typing import Subprotocol
 
@@ -39,9 +40,7 @@ async def dial() -> AsyncIterator[Dial]:
     """Connect to a node's /ws with query parameters and headers; read the welcome."""
     async with contextlib.AsyncExitStack() as stack:
 
-        async def factory(
-            node: Node, headers: dict[str, str] | None = None, **query: str
-        ) -> Client:
+        async def factory(node: Node, headers: HeadersLike | None = None, **query: str) -> Client:
             url = f"ws://127.0.0.1:{node.port}/ws"
             if query:
                 url += "?" + urlencode(query)
@@ -129,6 +128,68 @@ async def test_a_token_connects_as_its_player_by_query_or_header(
         assert (welcome["player"], welcome["role"], welcome["balance"]) == (player, "player", FUNDS)
         assert "token" not in welcome
         assert message_problems(welcome) == []
+
+
+def _handshake(token: str, *extra: tuple[str, str]) -> bytes:
+    """A WebSocket handshake for /ws?token=..., with `extra` header lines as given (repeats
+    and all): websockets' client will not send two lines of a header it sets itself."""
+    lines = [
+        f"GET /ws?token={token} HTTP/1.1",
+        "Host: localhost",
+        "Upgrade: websocket",
+        "Connection: Upgrade",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version: 13",
+        *(f"{name}: {value}" for name, value in extra),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+async def _handshake_answer(node: Node, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """The status line's code, the headers and (for a refusal) the body of the answer to a raw
+    handshake over loopback; the connection is closed after the head of a 101."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", node.port)
+    try:
+        writer.write(request)
+        async with asyncio.timeout(within()):
+            head = await reader.readuntil(b"\r\n\r\n")
+            status_line, *lines = head.decode().strip().split("\r\n")
+            headers = {
+                k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines)
+            }
+            body = b"" if status_line.split()[1] == "101" else await reader.read()
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    return int(status_line.split()[1]), headers, body
+
+
+async def test_repeated_headers_other_than_authorization_are_not_refused(
+    make_node: NodeFactory, dial: Dial
+) -> None:
+    """Two Cookie, X-Forwarded-For or Sec-WebSocket-Protocol lines are legal and a proxy or a
+    browser sends them: the player is admitted (they were 401 "the Authorization header must
+    be one 'Bearer <token>'"). Two Origin lines are refused by the WebSocket layer as what
+    they are (400, RFC 6454 allows one); only two Authorization lines are a bad token."""
+    node = await make_node(secret=SECRET, initial_balance=FUNDS)
+    token = _player_token("alice")
+    cookies = [("Cookie", "a=1"), ("Cookie", "b=2")]
+    forwarded = [("X-Forwarded-For", "10.0.0.1"), ("X-Forwarded-For", "10.0.0.2")]
+    client = await dial(node, [*cookies, *forwarded], token=token)
+    assert client.welcome["player"] == "alice"
+    offered = [
+        ("Sec-WebSocket-Protocol", "chat.v9"),
+        ("Sec-WebSocket-Protocol", "baccarat.v1.json"),
+    ]
+    status, headers, _ = await _handshake_answer(node, _handshake(token, *offered))
+    assert (status, headers["sec-websocket-protocol"]) == (101, "baccarat.v1.json")
+    origins = [("Origin", "https://a.example"), ("Origin", "https://b.example")]
+    status, _, body = await _handshake_answer(node, _handshake(token, *origins))
+    assert status == 400 and b"Origin" in body, body
+    twice = [("Authorization", f"Bearer {token}"), ("Authorization", f"Bearer {token}")]
+    status, _, body = await _handshake_answer(node, _handshake(token, *twice))
+    assert (status, body) == (401, b"the Authorization header must be one 'Bearer <token>'\n")
 
 
 @pytest.fixture
