@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 GUEST_SWEEP_INTERVAL = 5.0  # seconds between two expire_guests calls of a node
-READY_CHECK_TIMEOUT_S = 1.0  # /readyz: a store slower than this counts as unreachable
+READY_CHECK_TIMEOUT_S = 1.0  # /readyz, /status: a store slower than this counts as unreachable
 STOP_TIMEOUT_S = 10.0  # after draining, the longest a stop may take before the node quits
 
 
@@ -268,27 +268,42 @@ class Node:
         return {"node": self.node_id, "subscribers": self.hub.subscriber_counts()}
 
     async def status(self) -> dict[str, Any]:
-        owned = []
-        for loop in self.loops:
-            if loop.token is not None:
-                lease = await self.store.lease(loop.table_id)
-                owned.append(
-                    {
-                        "table": loop.table_id,
-                        "token": loop.token,
-                        "lease_expires_at": lease.expires_at_ms if lease else None,
-                    }
-                )
-        return {
+        """GET /status. While the store does not answer, what this node knows without it (the
+        tables it last held, with no lease expiry; nothing about pauses) and an `error`: the
+        route answers that with 503, not a traceback per call."""
+        report: dict[str, Any] = {
             "node": self.node_id,
             "engine": "redis" if self.settings.redis else "memory",
-            "owned": owned,
+            "owned": [],
             "following": sorted(self.hub.feeds),
             "connections": len(self.ctx.sessions),
             "subscribers": self.hub.subscriber_counts(),
             "draining": self.draining,
-            "paused": [table for table in self.tables if await self.store.paused(table)],
         }
+        try:
+            async with asyncio.timeout(READY_CHECK_TIMEOUT_S):
+                report["owned"] = [
+                    {"table": table_id, "token": token, "lease_expires_at": expires}
+                    for table_id, token, expires in await self._owned()
+                ]
+                report["paused"] = [t for t in self.tables if await self.store.paused(t)]
+        except (StoreUnavailable, TimeoutError, OSError):
+            report["owned"] = [
+                {"table": loop.table_id, "token": loop.token, "lease_expires_at": None}
+                for loop in self.loops
+                if loop.token is not None
+            ]
+            report["error"] = "storage is unavailable"
+        return report
+
+    async def _owned(self) -> list[tuple[str, int, int | None]]:
+        """The tables this node's loops hold: id, lease token and the lease's expiry."""
+        owned = []
+        for loop in self.loops:
+            if loop.token is not None:
+                lease = await self.store.lease(loop.table_id)
+                owned.append((loop.table_id, loop.token, lease.expires_at_ms if lease else None))
+        return owned
 
     async def stop(self) -> None:
         """Graceful stop: hand the tables over, close clients, then the store. Once."""

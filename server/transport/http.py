@@ -125,7 +125,10 @@ class HttpRoutes:
             refused = self.api.refusal(request.headers)
             if refused is not None:
                 return refused
-        return json_response(await self.status())
+        report = await self.status()
+        # A report with an `error` is what the node knows without its store: 503.
+        failed = "error" in report
+        return json_response(report, HTTPStatus.SERVICE_UNAVAILABLE if failed else HTTPStatus.OK)
 
     async def _ready(self) -> Response:
         problem = await self.readiness() if self.readiness else None

@@ -114,6 +114,33 @@ async def test_readyz_is_503_while_redis_is_down() -> None:
             assert (await _get(node, "/readyz"))[0] == 200
 
 
+@pytest.mark.redis
+async def test_status_is_503_with_what_is_known_while_redis_is_down(
+    server_log: ServerLog,
+) -> None:
+    """GET /status while Redis is down was a 500 and a traceback per call: it is 503 with
+    what the node knows without its store (its id, the tables it holds, its connections) and
+    an `error`; 200 again once Redis answers."""
+    with start_redis() as redis:
+        from server.store.redis import RedisStore
+
+        store = RedisStore.from_url(redis.url, key_prefix="status-down")
+        async with Node(Settings(port=0, **FAST), store=store) as node:
+            status, _, body = await _get(node, "/status")
+            assert status == 200 and "error" not in json.loads(body)
+            redis.stop()
+            for _ in range(2):
+                status, headers, body = await _get(node, "/status")
+                assert status == 503 and headers["content-type"] == "application/json"
+                report = json.loads(body)
+                assert report["error"] == "storage is unavailable"
+                assert report["node"] == "test-node" and isinstance(report["owned"], list)
+                assert report["connections"] == 0 and report["draining"] is False
+            assert server_log.failures() == []
+            redis.start()
+            assert (await _get(node, "/status"))[0] == 200
+
+
 @pytest.mark.parametrize(
     "path",
     ["/a%00b", "/a\x00b", "/%zz", "/a%2", "/%ff", "/%c3%28", "/a%0Ab", "/a\\b", "/a\x7fb"],
