@@ -17,7 +17,13 @@ from websockets.http11 import Request, Response
 from websockets.typing import Origin, Subprotocol
 
 from server.auth import Admission, AuthError, parse_query
-from server.transport.http import WS_PATH, HttpRoutes, decode_path, text_response
+from server.transport.http import (
+    SERVER_HEADER,
+    WS_PATH,
+    HttpRoutes,
+    decode_path,
+    text_response,
+)
 from server.transport.http_body import BodyReading
 from server.transport.session import Session, SessionContext
 from server.wire.codec import SUBPROTOCOLS, Encoding
@@ -159,7 +165,7 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
         close_timeout=2,
         ping_interval=20,
         ping_timeout=20,
-        server_header="baccarat-live",
+        server_header=SERVER_HEADER,
         create_connection=Connection,
         backlog=listen.backlog,  # passed on to loop.create_server
         reuse_port=listen.reuse_port or None,
