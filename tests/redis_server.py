@@ -49,7 +49,8 @@ def _answers_ping(port: int) -> bool:
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
             sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
+            # A server started with --requirepass answers, but asks for the password first.
+            return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
     except OSError:
         return False
 

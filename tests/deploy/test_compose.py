@@ -20,15 +20,24 @@ COMPOSE: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text())  # merge keys
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 NODES = sorted(name for name in SERVICES if re.fullmatch(r"node\d+", name))
 INSTALL_HINT = "docker-compose is not installed: apt-get install -y docker-compose (Debian)"
+REDIS_PASSWORD = "0123abcd" * 8  # as `openssl rand -hex 32` makes one
 
 
-def _compose(*args: str, secret: str | None = "test-secret") -> subprocess.CompletedProcess[str]:
+def _compose(
+    *args: str, secret: str | None = "test-secret", redis_password: str | None = REDIS_PASSWORD
+) -> subprocess.CompletedProcess[str]:
     binary = shutil.which("docker-compose")
     if binary is None:
         pytest.skip(INSTALL_HINT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BACCARAT_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("BACCARAT_") and k != "REDIS_PASSWORD"
+    }
     if secret is not None:
         env["BACCARAT_SECRET"] = secret
+    if redis_password is not None:
+        env["REDIS_PASSWORD"] = redis_password
     return subprocess.run(
         [binary, "-f", str(COMPOSE_FILE), *args],
         capture_output=True,
@@ -52,6 +61,32 @@ def test_the_secret_is_required() -> None:
     assert done.returncode != 0 and "BACCARAT_SECRET" in done.stderr
 
 
+def test_the_redis_password_is_required() -> None:
+    """Without REDIS_PASSWORD in the environment the site refuses to start."""
+    done = _compose("config", "-q", redis_password=None)
+    assert done.returncode != 0 and "REDIS_PASSWORD" in done.stderr
+
+
+def test_redis_requires_the_password_and_the_nodes_send_it() -> None:
+    """Redis runs with `--requirepass` from the environment and without `--protected-mode
+    no` (it had no password: anything on the compose network could read and move money);
+    every node's URL carries the same password; the healthcheck's redis-cli uses it too."""
+    done = _compose("config")
+    assert done.returncode == 0, done.stderr
+    resolved = yaml.safe_load(done.stdout)["services"]
+    command = resolved["redis"]["command"]
+    assert command[command.index("--requirepass") + 1] == REDIS_PASSWORD
+    assert "--protected-mode" not in command
+    assert resolved["redis"]["environment"]["REDISCLI_AUTH"] == REDIS_PASSWORD
+    assert resolved["redis"]["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
+    for name in NODES:
+        url = urlparse(resolved[name]["environment"]["BACCARAT_REDIS"])
+        assert (url.password, url.hostname, url.port) == (REDIS_PASSWORD, "redis", 6379)
+    conf = (REPO / "deploy" / "redis.conf").read_text()
+    assert re.search(r"^protected-mode yes$", conf, re.MULTILINE)
+    assert not re.search(r"^requirepass", conf, re.MULTILINE)  # never in a file of the repo
+
+
 def test_the_resolved_config_keeps_the_bots_profile() -> None:
     """The bots service only starts with `--profile bots`."""
     done = _compose("config")
@@ -69,7 +104,8 @@ def test_three_nodes_share_redis_and_the_secret() -> None:
     assert len({env["BACCARAT_REDIS"] for env in envs}) == 1
     assert len({env["BACCARAT_SECRET"] for env in envs}) == 1
     assert envs[0]["BACCARAT_SECRET"].startswith("${BACCARAT_SECRET:?")
-    redis_host = urlparse(envs[0]["BACCARAT_REDIS"]).hostname
+    # The password is an interpolation (${REDIS_PASSWORD:?...}); the rest is a plain URL.
+    redis_host = urlparse(re.sub(r"\$\{[^}]*\}", "pw", envs[0]["BACCARAT_REDIS"])).hostname
     assert redis_host in SERVICES
     for name in NODES:
         assert SERVICES[name]["depends_on"]["redis"]["condition"] == "service_healthy"
@@ -118,6 +154,18 @@ def test_nginx_balances_the_nodes_and_serves_the_client() -> None:
     nginx = SERVICES["nginx"]
     assert "./client_demo:/usr/share/nginx/html:ro" in nginx["volumes"]
     assert "root /usr/share/nginx/html;" in conf
+
+
+def test_nginx_passes_only_the_websocket_and_the_lobby_to_the_nodes() -> None:
+    """The public proxy sends /ws and /lobby to the nodes and nothing else: /status,
+    /metrics, /readyz and /api/... are answered 404 by nginx itself."""
+    conf = (REPO / "deploy" / "nginx.conf").read_text()
+    proxied = re.findall(r"location\s+([^{]+?)\s*\{[^}]*proxy_pass", conf)
+    assert proxied == ["= /ws", "= /lobby"]
+    hidden = re.search(r"location ~ (\S+) \{\s*return 404;", conf)
+    assert hidden is not None
+    for path in ("/status", "/metrics", "/readyz", "/api/tables", "/api/players/a/credit"):
+        assert re.match(hidden.group(1), path), path
 
 
 def test_nginx_logs_no_query_strings() -> None:

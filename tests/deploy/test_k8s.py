@@ -3,6 +3,7 @@ the rules a rolling restart needs."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,8 @@ import yaml
 
 from server.tables_file import tables_from_toml
 
-K8S = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "deploy" / "k8s"
 
 
 def _documents() -> list[dict[str, Any]]:
@@ -78,7 +80,9 @@ def test_nodes_share_the_secret_and_redis_and_have_their_own_ids() -> None:
     }
     assert ENV["BACCARAT_NODE_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     redis_service = _one("Service", "redis")
-    assert ENV["BACCARAT_REDIS"]["value"].startswith("redis://redis-0.redis:6379/")
+    assert ENV["BACCARAT_REDIS"]["value"].startswith(
+        "redis://:$(REDIS_PASSWORD)@redis-0.redis:6379/"
+    )
     assert redis_service["spec"]["clusterIP"] == "None"
 
 
@@ -103,3 +107,90 @@ def test_redis_keeps_an_append_only_file_on_a_volume() -> None:
     assert "appendonly yes" in conf and "maxmemory-policy noeviction" in conf
     redis = _one("StatefulSet", "redis")
     assert redis["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
+
+
+# --- what is public, and who reaches Redis (issue 16, item 20) --------------------------------
+
+REDIS_PASSWORD_REF = {"secretKeyRef": {"name": "baccarat", "key": "redis-password"}}
+INGRESS_PATHS = [
+    (p["path"], p["pathType"])
+    for rule in _one("Ingress", "baccarat")["spec"]["rules"]
+    for p in rule["http"]["paths"]
+]
+
+
+def _routed(path: str) -> bool:
+    """Whether the Ingress sends this request path to the nodes (Exact, or Prefix by whole
+    path elements, as Kubernetes defines them)."""
+    for routed, kind in INGRESS_PATHS:
+        if kind == "Exact" and path == routed:
+            return True
+        if kind == "Prefix" and (path == routed or path.startswith(routed.rstrip("/") + "/")):
+            return True
+    return False
+
+
+def test_the_ingress_routes_the_page_and_the_websocket_only() -> None:
+    """The Ingress sent every path to the nodes, so /metrics, /status and /api were public:
+    now only the page, /ws, /lobby and /healthz go through."""
+    for path in ("/", "/index.html", "/ws", "/lobby", "/healthz"):
+        assert _routed(path), path
+    for path in ("/metrics", "/status", "/readyz", "/api/tables", "/api/players/a/credit"):
+        assert not _routed(path), path
+    assert not _routed("/README.md") and not _routed("/jsx")
+    for routed, kind in INGRESS_PATHS:
+        assert kind in ("Exact", "Prefix") and routed.startswith("/"), routed
+        backend = next(
+            p["backend"]["service"]
+            for rule in _one("Ingress", "baccarat")["spec"]["rules"]
+            for p in rule["http"]["paths"]
+            if p["path"] == routed
+        )
+        assert backend == {"name": "baccarat", "port": {"name": "http"}}
+
+
+def test_every_file_the_page_loads_is_routed() -> None:
+    """Every file of client_demo/ a browser fetches (all but the Markdown notes) goes
+    through the Ingress, so the page works; a file added at the top of the folder must be
+    added to ingress.yaml too."""
+    client = REPO / "client_demo"
+    files = [p for p in client.rglob("*") if p.is_file() and p.suffix != ".md"]
+    assert files
+    for file in files:
+        path = "/" + file.relative_to(client).as_posix()
+        assert _routed(path), f"{path} is not routed by deploy/k8s/ingress.yaml"
+    page = (client / "index.html").read_text()
+    for ref in re.findall(r'(?:src|href)="(?![a-z]+:)([^"#?]+)', page):  # not data: or #
+        assert _routed("/" + ref.lstrip("./")), ref
+
+
+def test_redis_needs_a_password_from_the_secret() -> None:
+    """The bundled Redis had no password and `protected-mode no`: it now takes
+    `--requirepass` from the Secret (not from the ConfigMap), the nodes' URL carries the same
+    value, and redis-cli in the probe authenticates with it."""
+    conf = _one("ConfigMap", "redis-config")["data"]["redis.conf"]
+    assert re.search(r"^protected-mode yes$", conf, re.MULTILINE)
+    assert "requirepass" not in conf
+    (redis,) = _one("StatefulSet", "redis")["spec"]["template"]["spec"]["containers"]
+    args = redis["args"]
+    assert args[args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    redis_env = {e["name"]: e for e in redis["env"]}
+    assert redis_env["REDIS_PASSWORD"]["valueFrom"] == REDIS_PASSWORD_REF
+    assert redis_env["REDISCLI_AUTH"]["value"] == "$(REDIS_PASSWORD)"
+    assert redis["readinessProbe"]["exec"]["command"] == ["redis-cli", "ping"]
+    # Kubernetes expands $(NAME) only from variables defined earlier in the list.
+    names = [e["name"] for e in CONTAINER["env"]]
+    assert names.index("REDIS_PASSWORD") < names.index("BACCARAT_REDIS")
+    assert ENV["REDIS_PASSWORD"]["valueFrom"] == REDIS_PASSWORD_REF
+
+
+def test_only_the_nodes_may_reach_redis() -> None:
+    """A NetworkPolicy admits connections to Redis's pods on 6379 from the nodes' pods only."""
+    policy = _one("NetworkPolicy", "redis")["spec"]
+    redis_pod = _one("StatefulSet", "redis")["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= redis_pod.items()
+    assert policy["policyTypes"] == ["Ingress"]
+    (rule,) = policy["ingress"]
+    (source,) = rule["from"]
+    assert source["podSelector"]["matchLabels"].items() <= POD["metadata"]["labels"].items()
+    assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
