@@ -228,17 +228,17 @@ class HttpRoutes:
         kept = self._kept.get(target)
         if kept is not None and (kept.size, kept.mtime_ns) == (info.st_size, info.st_mtime_ns):
             return kept
-        old_size = kept.size if kept is not None else 0
-        if info.st_size > SMALL_FILE_BYTES or (
-            self._kept_bytes - old_size + info.st_size > CACHE_BUDGET_BYTES
-        ):
+        if kept is not None:  # changed on disk: forget the old copy
+            del self._kept[target]
+            self._kept_bytes -= kept.size
+        if info.st_size > SMALL_FILE_BYTES or self._kept_bytes + info.st_size > CACHE_BUDGET_BYTES:
             return None
         body = target.read_bytes()
         if len(body) != info.st_size:
             return None  # changed while read: stream it this time
-        self._kept[target] = _Kept(info.st_size, info.st_mtime_ns, body)
-        self._kept_bytes += info.st_size - old_size
-        return self._kept[target]
+        kept = self._kept[target] = _Kept(info.st_size, info.st_mtime_ns, body)
+        self._kept_bytes += kept.size
+        return kept
 
     async def _stream(
         self, connection: ServerConnection, file: BinaryIO, size: int, content_type: str
