@@ -126,7 +126,12 @@ export class LobbyView {
         "data-testid": `table-${st.id}`,
         "data-table": st.id,
       },
-      h("div", { class: "lobby-head" }, h("h3", { text: st.id }), parts.phase),
+      h(
+        "div",
+        { class: "lobby-head" },
+        h("h3", {}, st.id, rules.name && rules.name !== st.id ? h("span", { class: "lobby-name", text: rules.name }) : null),
+        parts.phase,
+      ),
       h("p", { class: "lobby-desc", text: rules.description || rules.name }),
       h("p", { class: "lobby-rules", text: rulesSummary(rules) }),
       limits,
