@@ -168,3 +168,107 @@ def test_chips_not_confirmed_are_warned_about_then_named_and_cleared_at_no_more_
         timeout=within(2 * ROUND_SECONDS) * 1000,
     )
     expect(page.get_by_test_id("spot-player")).to_have_attribute("data-pending", "500")
+
+
+# Records, as each card element is added, the hand totals shown at that moment.
+WATCH_TOTALS = """() => {
+  window.__totals = [];
+  new MutationObserver((mutations) => {
+    for (const m of mutations) for (const n of m.addedNodes) {
+      if (n.dataset && n.dataset.testid === 'card') {
+        window.__totals.push({hand: n.dataset.hand, index: Number(n.dataset.index),
+          player: document.querySelector('[data-testid=player-total]').textContent,
+          banker: document.querySelector('[data-testid=banker-total]').textContent});
+      }
+    }
+  }).observe(document.querySelector('.hands'), {childList: true, subtree: true});
+}"""
+
+
+def test_a_hand_total_counts_a_card_only_once_it_has_appeared(
+    open_page: PageFactory, server: LiveServer
+) -> None:
+    page = open_page("/#/t/t1")
+    wait_open(page)
+    round_no = wait_betting(page, min_ms=500)
+    page.evaluate(WATCH_TOTALS)
+    page.wait_for_function(
+        f"window.__baccarat.tables.get('t1').result?.round === {round_no}",
+        timeout=within(2 * ROUND_SECONDS) * 1000,
+    )
+    added = page.evaluate("window.__totals")
+    firsts = {hand: next(c for c in added if c["hand"] == hand) for hand in ("player", "banker")}
+    for hand, card in firsts.items():
+        assert card[hand] == "", f"the {hand} total showed {card[hand]!r} as its first card came"
+    result = page.evaluate("window.__baccarat.tables.get('t1').result")
+    expect(page.get_by_test_id("player-total")).to_have_text(str(result["player_total"]))
+    expect(page.get_by_test_id("banker-total")).to_have_text(str(result["banker_total"]))
+
+
+def test_a_spectator_sees_every_players_totals_on_the_layout(
+    open_page: PageFactory, server: LiveServer
+) -> None:
+    player = open_page("/#/t/t1")
+    watcher = open_page("/?role=spectator#/t/t1")
+    wait_open(player)
+    wait_open(watcher)
+    wait_betting(player, min_ms=1500)
+    player.get_by_test_id("chip-1000").click()
+    player.get_by_test_id("spot-banker").click()
+    player.get_by_test_id("confirm").click()
+    expect(player.get_by_test_id("spot-banker")).to_have_attribute("data-mine", "1000")
+    total = watcher.get_by_test_id("total-banker")
+    expect(total).to_have_attribute("data-value", "1000")
+    expect(total).to_be_visible()
+    expect(total).to_contain_text("10.00")
+    expect(watcher.get_by_test_id("chip-1000")).to_be_hidden()
+
+
+def test_notices_about_other_tables_are_not_shown_and_go_at_a_reconnect(
+    open_page: PageFactory, server: LiveServer
+) -> None:
+    page = open_page("/#/t/t1")
+    wait_open(page)
+    page.evaluate(
+        "() => { const a = window.__baccarat;"
+        " a.notice('Table t2: reloaded', 'info', 't2');"
+        " a.notice('Table t1: reloaded', 'info', 't1'); }"
+    )
+    notice = page.get_by_test_id("notice")
+    expect(notice).to_contain_text("Table t1: reloaded")
+    expect(notice).not_to_contain_text("Table t2")
+    opens = page.evaluate("window.__baccarat.conn.opens")
+    assert server.drop_connections() >= 1
+    page.wait_for_function(f"window.__baccarat.conn.opens > {opens}")
+    wait_open(page)
+    assert page.evaluate("window.__baccarat.notices.filter(n => n.table === 't2').length") == 0
+    page.goto(f"{server.url}#/t/t2")
+    expect(page.locator("h2")).to_have_text("t2")
+    expect(notice).not_to_contain_text("Table t2")
+
+
+@pytest.mark.parametrize("phone", [False, True])
+def test_the_rounds_on_this_page_list_has_room_for_two_digit_numbers(
+    open_page: PageFactory, server: LiveServer, phone: bool
+) -> None:
+    page = open_page("/#/t/t1", phone=phone)
+    wait_open(page)
+    page.evaluate(
+        "() => { const a = window.__baccarat;"
+        " a.sessionRounds = Array.from({length: 12}, (_, i) =>"
+        " ({table: 't1', round: 100 - i, winner: 'banker', settlement: null}));"
+        " a.emit({kind: 'table', table: 't1', what: 'round_result'}); }"
+    )
+    items = page.locator(".seen-list li")
+    expect(items).to_have_count(12)
+    room, needed = page.evaluate(
+        """() => {
+          const li = document.querySelectorAll('.seen-list li')[9];
+          const ol = li.parentElement;
+          const style = getComputedStyle(li);
+          const ctx = document.createElement('canvas').getContext('2d');
+          ctx.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+          return [parseFloat(getComputedStyle(ol).paddingLeft), ctx.measureText('10. ').width];
+        }"""
+    )
+    assert room >= needed, f"{room}px of padding for a {needed}px marker"
