@@ -54,7 +54,7 @@ PRESETS: dict[str, TableRules] = {
             "classic8",
             decks=8,
             cut_card_from_end=7,
-            description="Classic Punto Banco with eight decks: Banker pays 0.95 to 1, Tie 8 to 1, pairs 11 to 1",
+            description="Classic Punto Banco, eight decks: Banker pays 0.95 to 1, Tie 8 to 1",
         ),
         TableRules(
             "fourdeck",
@@ -66,19 +66,19 @@ PRESETS: dict[str, TableRules] = {
             "punto6",
             decks=6,
             cut_card_from_end=14,
-            description="Six decks with the cut card deeper (14 cards from the back): Banker pays 0.95 to 1, Tie 8 to 1",
+            description="Six decks, cut card 14 cards from the back: Banker pays 0.95 to 1",
         ),
         TableRules(
             "joggled6",
             decks=6,
             reshuffle_every_round=True,
-            description="Six decks shuffled before every hand, so there is no shoe to follow: Banker pays 0.95 to 1",
+            description="Six decks shuffled before every hand: Banker pays 0.95 to 1",
         ),
         TableRules(
             "nocommission8",
             decks=8,
             paytable=Paytable(no_commission=True),
-            description="No commission: Banker pays 1 to 1, but only half when Banker wins with a 6",
+            description="No commission: Banker pays 1 to 1, or half when it wins with a 6",
         ),
     )
 }
