@@ -264,8 +264,14 @@ class Node:
         return await table_rows(self.store, self.hub.subscriber_counts())
 
     def lobby(self) -> dict[str, Any]:
-        """GET /lobby, open to all: how many connections of this node watch each table."""
-        return {"node": self.node_id, "subscribers": self.hub.subscriber_counts()}
+        """GET /lobby, open to all: how many connections of this node watch each table, and
+        whether a connection without a token may come in as a guest (the page offers "another
+        tab as a new guest" only then)."""
+        return {
+            "node": self.node_id,
+            "subscribers": self.hub.subscriber_counts(),
+            "guests": self.auth.guests_allowed,
+        }
 
     async def status(self) -> dict[str, Any]:
         """GET /status. While the store does not answer, what this node knows without it (the

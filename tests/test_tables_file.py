@@ -20,6 +20,8 @@ from server.tables_file import read_tables_file, tables_from_toml
 VIP = """
 [tables.vip]
 preset = "classic8"
+name = "VIP room"
+description = "High limits: Banker pays 0.95 to 1"
 [tables.vip.limits]
 banker = [1000, 500000]   # minimum and maximum, minor units
 """
@@ -144,6 +146,12 @@ async def test_a_node_serves_the_files_tables_with_their_limits(tmp_path: Path) 
         assert [(t["id"], t["limits"]["banker"]) for t in welcome["tables"]] == [
             ("vip", [1000, 500_000])
         ]
+        # What the lobby shows of the table: the file's name and description.
+        (vip,) = welcome["tables"]
+        assert (vip["name"], vip["description"]) == (
+            "VIP room",
+            "High limits: Banker pays 0.95 to 1",
+        )
         state = await node.store.load_state("vip")
         assert state is not None
         bet = {"table": "vip", "round": state.round, "bet_id": "b", "spot": "banker"}

@@ -3,7 +3,7 @@
 // touches the DOM.
 
 import { Connection } from "./connection.js";
-import { TableState } from "./table_state.js";
+import { TableState, sumBySpot } from "./table_state.js";
 import { money, spotLabel } from "./format.js";
 
 const TOKEN_KEY = "baccarat.token";
@@ -17,6 +17,11 @@ export class App {
     this.urlToken = params.get("token") || null;
     this.askedRole = params.get("role") || null;
     this.tokenRefused = false;
+    // The server's last plain-HTTP answer to /ws when the socket would not open:
+    // {status, reason, token} (token: whether one was offered), or null.
+    this.refusal = null;
+    this.guestRefusal = null; // why the saved guest token was refused, until the new welcome
+    this.guestsAllowed = null; // from /lobby, or false once a token-less page was refused
     this.tables = new Map(); // id -> TableState
     this.tableOrder = [];
     this.player = null;
@@ -41,7 +46,7 @@ export class App {
       url: () => this.wsUrl(),
       onMessage: (m) => this.onMessage(m),
       onState: (state, detail) => this.onConnState(state, detail),
-      onOpenFailed: (attempt) => this.checkRefusal(attempt),
+      check: () => this.checkServer(),
     });
   }
 
@@ -59,9 +64,11 @@ export class App {
     for (const fn of [...this.listeners]) fn(change);
   }
 
-  notice(text, level = "error") {
+  // A notice about one table (`table`) is shown only on that table's page (main.js), and
+  // is dropped at a reconnect unless it is about money (level "error").
+  notice(text, level = "error", table = null) {
     const id = ++this.noticeCount;
-    this.notices = [...this.notices.slice(-3), { id, text, level }];
+    this.notices = [...this.notices.slice(-3), { id, text, level, table }];
     this.emit({ kind: "notice" });
     setTimeout(() => {
       this.notices = this.notices.filter((n) => n.id !== id);
@@ -103,37 +110,80 @@ export class App {
     return `${proto}//${this.location.host}/ws${tail ? `?${tail}` : ""}`;
   }
 
-  // The socket did not open. If we offered a token, ask the same URL over plain HTTP: a 401
-  // means the server refused the token (bad or expired), anything else that it is elsewhere.
-  async checkRefusal(attempt) {
+  // The socket did not open, and the browser does not say why. Ask the same URL over plain
+  // HTTP (docs/protocol.md, "Handshake refusals"): no answer means the server is down (keep
+  // trying); 426 means it would take this WebSocket (try again); a 401 says why the token, or
+  // the lack of one, was refused. A refused saved token is forgotten and the page comes back
+  // at once without it (a new guest where guests are allowed); a refusal nothing on the page
+  // can mend (no token, or the address's or a pasted one) stops and asks for a token.
+  async checkServer() {
     const token = this.tokenForSocket();
-    if (!token || (attempt !== 1 && attempt % 5 !== 0)) return;
     let response;
+    let reason = "";
     try {
       response = await fetch(this.wsUrl().replace(/^ws/, "http"), { cache: "no-store" });
+      reason = (await response.text()).trim().split("\n")[0].slice(0, 200);
     } catch {
-      return; // the server is down: keep trying
+      this.refusal = null;
+      return "backoff"; // the server is down: keep trying
     }
-    if (response.status !== 401) return;
-    const reason = (await response.text()).trim();
-    if (token === this.urlToken) {
-      this.notice(`The server refused the token in the address: ${reason || "401"}.`);
-      return;
+    if (response.status === 426) {
+      this.refusal = null;
+      return "backoff"; // it would upgrade: the next attempt should work
     }
-    this.tokenRefused = true;
-    try {
-      this.storage.removeItem(TOKEN_KEY);
-    } catch {
-      // nothing stored after all
+    this.refusal = { status: response.status, reason: reason || `HTTP ${response.status}`, token: Boolean(token) };
+    if (response.status !== 401) return "backoff"; // 429, 403, 503: said in the header, retried
+    if (token && token !== this.urlToken && token === this.storedToken()) {
+      this.tokenRefused = true;
+      try {
+        this.storage.removeItem(TOKEN_KEY);
+      } catch {
+        // nothing stored after all
+      }
+      this.guestRefusal = { reason: this.refusal.reason, guest: tokenClaims(token).guest === true };
+      this.refusal = null;
+      return "now";
     }
-    this.notice(`Your saved guest identity was refused (${reason || "401"}); joining as a new guest.`, "info");
+    if (!token) this.guestsAllowed = false;
+    if (this.guestRefusal) {
+      // The saved token went, and a token-less page is refused too: say both.
+      this.refusal.reason = `${this.guestRefusal.reason}; then, without it: ${this.refusal.reason}`;
+      this.guestRefusal = null;
+    }
+    this.emit({ kind: "connection" });
+    return "stop";
+  }
+
+  // A token pasted into the refusal form: kept like a guest token (a refresh keeps it) and
+  // tried at once.
+  useToken(token) {
+    const value = token.trim();
+    if (!value) return;
+    if (this.urlToken) this.urlToken = value;
+    else {
+      try {
+        this.storage.setItem(TOKEN_KEY, value);
+      } catch {
+        this.urlToken = value; // no storage: keep it for this page
+      }
+    }
+    this.tokenRefused = false;
+    this.guestRefusal = null;
+    this.refusal = null;
+    this.conn.restart();
   }
 
   // --- connection ---------------------------------------------------------------------------
   onConnState(state, detail) {
+    const wasOpen = this.connState === "open";
     this.connState = state;
     this.connDetail = detail;
-    if (state === "reconnecting") {
+    if (state === "open") this.refusal = null;
+    if (wasOpen && state !== "open") {
+      // Notices about tables other than the one in view are of no use after a reconnect.
+      this.notices = this.notices.filter((n) => !n.table || n.level === "error");
+    }
+    if (state !== "open") {
       for (const st of this.tables.values()) {
         st.joined = false;
         st.joinPending = false;
@@ -239,12 +289,20 @@ export class App {
       }
       this.tokenRefused = false;
     }
-    if (newPlayer) {
+    if (this.guestRefusal && msg.token) {
+      const { reason, guest } = this.guestRefusal;
+      const what = guest
+        ? "your guest identity is no longer valid on this server: you are a new guest"
+        : "your saved token is no longer valid on this server: you are a new guest";
+      this.notice(`The server refused the saved token (${reason}): ${what} (${msg.player}), with a new balance.`, "info");
+    } else if (newPlayer) {
       this.notice(
         `Reconnected as a new guest (${msg.player}): this server does not keep players across connections.`,
         "info",
       );
     }
+    this.guestRefusal = null;
+    if (msg.token) this.guestsAllowed = true; // we are a guest: guests are allowed here
     const ids = (msg.tables || []).map((t) => t.id);
     for (const rules of msg.tables || []) {
       const st = this.tables.get(rules.id);
@@ -266,12 +324,13 @@ export class App {
     if (!st) return;
     st.applySnapshot(msg);
     if (msg.recovered === false) {
-      this.notice(`Table ${st.id}: the events missed while away are no longer held; the table was reloaded.`, "info");
+      this.notice(`Table ${st.id}: the events missed while away are no longer held; the table was reloaded.`, "info", st.id);
     }
     if (typeof msg.balance === "number") this.balance = msg.balance;
     if (msg.phase === "betting" && typeof msg.time_left_ms === "number" && msg.time_left_ms > 0) {
       this.snapshotOffsetMs = msg.closes_at - msg.time_left_ms - Date.now();
     }
+    this.expirePending(st);
     this.emit({ kind: "table", table: st.id, what: "snapshot" });
   }
 
@@ -297,6 +356,7 @@ export class App {
       return;
     }
     if (outcome !== "ok") return;
+    this.expirePending(st);
     if (ev.kind === "round_result") this.refreshRoads(st);
     if (ev.kind === "round_result" || ev.kind === "round_voided") this.rememberRound(st, ev);
     this.emit({ kind: "table", table: st.id, what: ev.kind, event: ev });
@@ -315,6 +375,34 @@ export class App {
   }
 
   // --- bets ---------------------------------------------------------------------------------
+  // Chips on the layout for a round whose betting has closed were never sent: say plainly
+  // which, and take them off. Chips placed while betting was closed (round null) wait for the
+  // next round and belong to it once it opens.
+  expirePending(st) {
+    if (!st.pending.length) return;
+    const open = st.phase === "betting" && this.timeLeft(st) > 0;
+    const lost = [];
+    st.pending = st.pending.filter((group) => {
+      if (group.round === null || group.round === undefined) {
+        if (open) group.round = st.round;
+        return true;
+      }
+      if (group.round === st.round && st.phase === "betting") return true;
+      lost.push(group);
+      return false;
+    });
+    if (!lost.length) return;
+    const rounds = [...new Set(lost.map((g) => g.round))].join(", ");
+    const what = sumBySpot(lost.flat())
+      .map((b) => `${spotLabel(b.spot)} ${money(b.amount)}`)
+      .join(", ");
+    this.notice(
+      `Table ${st.id}, round ${rounds}: no more bets before you confirmed, so these chips were not placed: ${what}. Nothing was taken from your balance.`,
+      "error",
+      st.id,
+    );
+  }
+
   placeBets(st, bets) {
     for (const { spot, amount } of bets) {
       const bet = { bet_id: newBetId(), round: st.round, spot, amount, status: "sent" };
@@ -348,7 +436,7 @@ export class App {
     if (!lost.length) return;
     st.myBets = st.myBets.filter((b) => !lost.includes(b));
     const what = lost.map((b) => `${spotLabel(b.spot)} ${money(b.amount)}`).join(", ");
-    this.notice(`Not confirmed before the connection dropped: ${what}. Check your balance.`);
+    this.notice(`Table ${st.id}: not confirmed before the connection dropped: ${what}. Check your balance.`, "error", st.id);
   }
 
   onBetAccepted(msg) {
@@ -468,4 +556,14 @@ export function newBetId() {
   const bytes = new Uint8Array(12);
   crypto.getRandomValues(bytes);
   return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// The claims of a JWT, unchecked (the server checks): only to word a refusal.
+export function tokenClaims(token) {
+  try {
+    const part = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(part + "=".repeat((4 - (part.length % 4)) % 4)));
+  } catch {
+    return {};
+  }
 }

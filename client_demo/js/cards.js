@@ -24,8 +24,34 @@ export function cardElement(card, testid = "card", animate = true) {
   );
 }
 
+// A card being dealt is "landing" until its animation ends: a hand total counts only the
+// cards that have appeared (`landedCards`). `onLand` is called when one lands.
+const LAND_FALLBACK_MS = 800; // no animationend (reduced motion, a hidden tab): land anyway
+
+function dealInto(box, el, onLand) {
+  el.dataset.landing = "1";
+  let done = false;
+  const land = () => {
+    if (done) return;
+    done = true;
+    delete el.dataset.landing;
+    if (onLand) onLand();
+  };
+  el.addEventListener("animationend", land, { once: true });
+  box.append(el);
+  if (getComputedStyle(el).animationName === "none") land();
+  else setTimeout(land, LAND_FALLBACK_MS);
+}
+
+// The cards of `box` that have appeared, as {rank, suit}.
+export function landedCards(box) {
+  return [...box.children]
+    .filter((el) => !el.dataset.landing)
+    .map((el) => ({ rank: el.dataset.rank, suit: el.dataset.suit }));
+}
+
 // Keep `box` showing exactly `cards` (in deal order) without re-dealing those already shown.
-export function syncCards(box, cards, testid = "card") {
+export function syncCards(box, cards, testid = "card", onLand = null) {
   const shown = [...box.children];
   const same =
     shown.length <= cards.length &&
@@ -41,6 +67,6 @@ export function syncCards(box, cards, testid = "card") {
     return;
   }
   for (let i = shown.length; i < cards.length; i += 1) {
-    box.append(cardElement({ ...cards[i], third: i === 2 }, testid, true));
+    dealInto(box, cardElement({ ...cards[i], third: i === 2 }, testid, true), onLand);
   }
 }

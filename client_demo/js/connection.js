@@ -1,15 +1,24 @@
 // One WebSocket to the server speaking msgpack (baccarat.v1.msgpack), reopened with backoff.
 //
 // The connection knows nothing of tables: it delivers decoded messages and says when it is
-// usable ("open" once the server's welcome arrived) or not ("reconnecting"). A heartbeat ping
-// every few seconds notices a silent, half-dead socket that the browser would keep for minutes.
+// usable ("open" once the server's welcome arrived), not ("reconnecting"), or refused for good
+// until someone acts ("refused": the server answered the handshake with a reason, e.g. 401 "a
+// token is required"). A heartbeat ping every few seconds notices a silent, half-dead socket
+// that the browser would keep for minutes.
+//
+// A browser's WebSocket API hides why a handshake failed (a 401 looks like a dead server), so
+// after each failed open the page's `check` asks the same URL over plain HTTP and decides:
+// "now" (try again at once, e.g. without a refused token), "stop" (refused: wait for the
+// user) or anything else (the usual backoff).
 
 const { encode, decode } = globalThis.MessagePack;
 
 export const SUBPROTOCOL = "baccarat.v1.msgpack";
 
 const FIRST_DELAY_MS = 300;
-const MAX_DELAY_MS = 5000;
+// At most 3 s (3.6 s with jitter) between attempts: a tab is back within 5 s of a restarted
+// server answering.
+const MAX_DELAY_MS = 3000;
 const HEARTBEAT_MS = 5000;
 const SILENCE_LIMIT_MS = 15000;
 
@@ -20,11 +29,12 @@ export function backoffDelay(attempt) {
 
 export class Connection {
   // url(): the WebSocket URL for the next attempt (it may change, e.g. a token dropped).
-  constructor({ url, onMessage, onState, onOpenFailed }) {
+  constructor({ url, onMessage, onState, check }) {
     this.url = url;
     this.onMessage = onMessage;
     this.onState = onState;
-    this.onOpenFailed = onOpenFailed;
+    this.check = check;
+    this.checks = 0; // a counter: a check answered after a newer attempt is ignored
     this.ws = null;
     this.state = "connecting";
     this.attempt = 0;
@@ -56,6 +66,25 @@ export class Connection {
   markReady() {
     this.attempt = 0;
     this._setState("open", {});
+  }
+
+  // Start over at once (a new token to try): any wait or check under way is dropped.
+  restart() {
+    clearTimeout(this.timer);
+    this.checks += 1;
+    const ws = this.ws;
+    this.ws = null;
+    this._stopHeartbeat();
+    if (ws !== null) {
+      try {
+        ws.close(4000, "reconnecting with another token");
+      } catch {
+        // a socket still connecting: it is dropped anyway
+      }
+    }
+    this.attempt = 0;
+    this._setState("connecting", {});
+    this._open();
   }
 
   // Cut the socket now and reconnect as if it had dropped (tests and the heartbeat use it).
@@ -114,15 +143,29 @@ export class Connection {
     this._stopHeartbeat();
     const delay = backoffDelay(this.attempt);
     this.attempt += 1;
-    this._setState("reconnecting", {
-      code: event.code,
-      reason: event.reason || "",
-      opened,
-      retryInMs: delay,
-    });
-    if (!opened && this.onOpenFailed) this.onOpenFailed(this.attempt);
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => this._open(), delay);
+    this.timer = null;
+    const detail = { code: event.code, reason: event.reason || "", opened, retryInMs: delay };
+    if (opened || !this.check) {
+      this._setState("reconnecting", detail);
+      this.timer = setTimeout(() => this._open(), delay);
+      return;
+    }
+    // The socket never opened: ask over plain HTTP why before deciding when to try again.
+    const ticket = ++this.checks;
+    if (this.state !== "refused") this._setState("reconnecting", detail);
+    Promise.resolve()
+      .then(() => this.check(this.attempt))
+      .catch(() => undefined)
+      .then((verdict) => {
+        if (ticket !== this.checks || this.ws !== null) return; // restarted meanwhile
+        if (verdict === "stop") {
+          this._setState("refused", detail);
+          return;
+        }
+        if (this.state === "refused") this._setState("reconnecting", detail);
+        this.timer = setTimeout(() => this._open(), verdict === "now" ? 0 : delay);
+      });
   }
 
   _setState(state, detail) {

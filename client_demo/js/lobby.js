@@ -12,6 +12,13 @@ export class LobbyView {
     this.entries = new Map(); // table id -> {el, parts}
     this.list = h("div", { class: "lobby-list" });
     this.empty = h("p", { class: "lobby-empty", text: "Connecting to the server…" });
+    this.guestLink = h(
+      "span",
+      { class: "guest-link" },
+      "open ",
+      h("a", { href: "/?guest=new#/", target: "_blank", rel: "noopener" }, "another tab as a new guest"),
+      " or ",
+    );
     this.el = h(
       "section",
       { class: "lobby", "data-testid": "lobby", "aria-labelledby": "lobby-title" },
@@ -20,9 +27,8 @@ export class LobbyView {
         "p",
         { class: "lobby-hint" },
         "Pick a table to play. Each one has its own shoe and its own rules; your balance is shared. ",
-        "Play with a friend: open ",
-        h("a", { href: "/?guest=new#/", target: "_blank", rel: "noopener" }, "another tab as a new guest"),
-        " or ",
+        "Play with a friend: ",
+        this.guestLink,
         h("a", { href: "/?role=spectator#/", target: "_blank", rel: "noopener" }, "watch as a spectator"),
         ".",
       ),
@@ -41,11 +47,13 @@ export class LobbyView {
   // /lobby says how many connections of this server node follow each table (/status says
   // it too, but only to operators once the server has a secret).
   async fetchStatus() {
+    if (this.app.connState !== "open") return; // asked again when the page is back
     try {
       const response = await fetch("/lobby", { cache: "no-store" });
       if (!response.ok) throw new Error(String(response.status));
       const status = await response.json();
       this.watchers = status.subscribers || null;
+      if (typeof status.guests === "boolean") this.app.guestsAllowed = status.guests;
     } catch {
       this.watchers = null; // not offered (e.g. behind a proxy): show nothing rather than guess
     }
@@ -54,11 +62,14 @@ export class LobbyView {
 
   update(change = {}) {
     const { app } = this;
+    // No "new guest" tab where the server lets no guest in (a --secret site).
+    this.guestLink.hidden = app.guestsAllowed === false;
     // Once the page has joined the tables, /lobby counts it among their watchers.
     if (change.what === "joined" && !this.askedAfterJoin) {
       this.askedAfterJoin = true;
       this.fetchStatus();
     }
+    if (change.kind === "connection" && app.connState !== "open") this.askedAfterJoin = false;
     this.empty.hidden = app.tableOrder.length > 0;
     for (const id of app.tableOrder) {
       const st = app.tables.get(id);
@@ -115,7 +126,12 @@ export class LobbyView {
         "data-testid": `table-${st.id}`,
         "data-table": st.id,
       },
-      h("div", { class: "lobby-head" }, h("h3", { text: st.id }), parts.phase),
+      h(
+        "div",
+        { class: "lobby-head" },
+        h("h3", {}, st.id, rules.name && rules.name !== st.id ? h("span", { class: "lobby-name", text: rules.name }) : null),
+        parts.phase,
+      ),
       h("p", { class: "lobby-desc", text: rules.description || rules.name }),
       h("p", { class: "lobby-rules", text: rulesSummary(rules) }),
       limits,
@@ -127,9 +143,10 @@ export class LobbyView {
 
   fill(entry, st) {
     const { parts } = entry;
+    const offline = this.app.connState !== "open" && st.seq !== null;
     setAttr(entry.el, "data-phase", st.phase);
-    setText(parts.phase, st.seq === null ? "…" : phaseLabel(st.phase));
-    setAttr(parts.phase, "data-phase", st.phase);
+    setText(parts.phase, offline ? "Disconnected" : st.seq === null ? "…" : phaseLabel(st.phase));
+    setAttr(parts.phase, "data-phase", offline ? "offline" : st.phase);
     setText(parts.round, st.round ? `Round ${st.round} · shoe ${st.shoe}` : "No round yet");
     const people = [];
     const watching = this.watchers?.[st.id];
@@ -159,6 +176,7 @@ export class LobbyView {
 
   tickEntry(entry, st) {
     const left = this.app.timeLeft(st);
-    setText(entry.parts.time, st.phase === "betting" ? `${seconds(left)} left to bet` : "");
+    const open = this.app.connState === "open";
+    setText(entry.parts.time, open && st.phase === "betting" ? `${seconds(left)} left to bet` : "");
   }
 }

@@ -25,20 +25,37 @@ function buildHeader() {
     balance: document.querySelector("[data-testid=balance]"),
     notices: document.querySelector("[data-testid=notice]"),
     offline: document.querySelector(".offline"),
+    refusal: document.querySelector("[data-testid=refusal]"),
+    refusalText: document.querySelector("[data-testid=refusal] .refusal-text"),
+    tokenForm: document.querySelector(".token-form"),
+    tokenInput: document.querySelector("[data-testid=token-input]"),
   };
+  el.tokenForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    app.useToken(el.tokenInput.value);
+    el.tokenInput.value = "";
+  });
   return {
     update() {
       const state = app.connState;
       setAttr(el.connection, "data-state", state);
+      const refusal = app.refusal;
       let text = "Connecting…";
       if (state === "open") text = "Connected";
       if (state === "reconnecting") {
         const d = app.connDetail;
-        const why = d.opened ? "Connection lost" : "Cannot reach the server";
+        let why = d.opened ? "Connection lost" : "Cannot reach the server";
+        if (refusal && !d.opened) why = `The server answered ${refusal.status}: ${refusal.reason}`;
         text = `${why}: reconnecting (attempt ${app.conn.attempt})…`;
       }
+      if (state === "refused") text = `Refused by the server: ${refusal?.reason || "401"}`;
       setText(el.connectionText, text);
       el.offline.hidden = state !== "reconnecting";
+      el.refusal.hidden = state !== "refused";
+      if (state === "refused") {
+        const what = refusal?.token ? "The server refused the token" : "This server does not let anyone in without a token";
+        setText(el.refusalText, `${what}: ${refusal?.reason || "401"}.`);
+      }
       const who = app.player
         ? `${app.name || app.player}${app.isSpectator ? " (spectator)" : ""}`
         : app.isSpectator
@@ -49,15 +66,26 @@ function buildHeader() {
       setAttr(el.player, "data-role", app.role || (app.isSpectator ? "spectator" : app.player ? "player" : null));
       setText(el.balance, app.balance === null ? "—" : money(app.balance));
       setAttr(el.balance, "data-value", app.balance);
+      // While disconnected the balance is only the last one known.
+      const stale = state !== "open" && app.balance !== null;
+      setAttr(el.balance, "data-stale", stale ? "true" : null);
+      setAttr(el.balance, "title", stale ? "Last known balance: not connected" : null);
       el.balance.parentElement.hidden = app.isSpectator; // a spectator has no money here
+      // A notice about a table is shown on that table's page only, unless it is about money.
+      const visible = app.notices.filter((n) => !n.table || n.table === viewedTable() || n.level === "error");
       const shown = [...el.notices.children].map((n) => n.dataset.id).join(",");
-      if (shown !== app.notices.map((n) => n.id).join(",")) {
+      if (shown !== visible.map((n) => n.id).join(",")) {
         el.notices.replaceChildren(
-          ...app.notices.map((n) => h("p", { class: `notice ${n.level}`, "data-id": n.id, text: n.text })),
+          ...visible.map((n) => h("p", { class: `notice ${n.level}`, "data-id": n.id, text: n.text })),
         );
       }
     },
   };
+}
+
+function viewedTable() {
+  const match = window.location.hash.match(/^#\/t\/(.+)$/);
+  return match ? decodeURIComponent(match[1]) : null;
 }
 
 function route() {
@@ -72,6 +100,7 @@ function route() {
   const title = view.el.querySelector("h2");
   if (title) title.focus({ preventScroll: true });
   document.title = match ? `${decodeURIComponent(match[1])} · Live Baccarat` : "Live Baccarat";
+  header.update(); // the notices shown depend on the table in view
 }
 
 app.subscribe((change) => {

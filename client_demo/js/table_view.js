@@ -1,9 +1,10 @@
 // One table: countdown, cards, result, spots and chips, settlement, scoreboard, recall.
 
 import { h, setAttr, setText } from "./dom.js";
-import { syncCards } from "./cards.js";
+import { landedCards, syncCards } from "./cards.js";
 import {
   SPOTS,
+  handTotal,
   limitText,
   money,
   payoutText,
@@ -19,6 +20,8 @@ import { RecallPanel } from "./recall.js";
 import { sumBySpot } from "./table_state.js";
 
 export const CHIPS = [100, 500, 1000, 5000, 25000, 100000];
+
+const UNCONFIRMED_WARNING_MS = 3000;
 
 const KEY_SPOTS = { p: "player", b: "banker", t: "tie", P: "player_pair", B: "banker_pair" };
 
@@ -134,11 +137,13 @@ export class TableView {
     p.double = action("double", "Double", () => this.double(), "Double your bets (D)");
     p.confirm = action("confirm", "Confirm", () => this.confirm(), "Send the bets (Enter)");
     p.pendingInfo = h("span", { class: "pending-info" });
-    p.betting = h(
+    p.unconfirmed = h("p", { class: "unconfirmed", "data-testid": "unconfirmed", role: "alert", hidden: true });
+    // A spectator sees the layout with every player's totals, without chips or actions.
+    p.controls = h(
       "div",
-      { class: "betting" },
-      h("div", { class: "spots" }, spotButtons),
+      { class: "bet-controls" },
       chipBar,
+      p.unconfirmed,
       h("div", { class: "actions" }, p.undo, p.rebet, p.double, p.pendingInfo, p.confirm),
       h(
         "p",
@@ -146,6 +151,7 @@ export class TableView {
         "Keys: 1–6 chip · P Player · B Banker · T Tie · Shift+P / Shift+B pairs · U undo · R rebet · D double · Enter confirm · Esc lobby",
       ),
     );
+    p.betting = h("div", { class: "betting" }, h("div", { class: "spots" }, spotButtons), p.controls);
     p.spectating = h(
       "p",
       { class: "spectating" },
@@ -191,23 +197,48 @@ export class TableView {
   fill(st, change) {
     const { app } = this;
     const p = this.parts;
-    setText(p.phase, phaseLabel(st.phase));
-    setAttr(p.phase, "data-phase", st.phase);
+    this.fillPhase(st);
     setText(p.round, st.round ? `Round ${st.round} · shoe ${st.shoe}${st.lastHand ? " · last hand" : ""}` : "");
     setText(p.note, st.note);
-    syncCards(p.playerCards, st.handCards("player"));
-    syncCards(p.bankerCards, st.handCards("banker"));
-    const dealt = st.cards.length > 0;
-    setText(p.playerTotal, dealt ? st.handTotal("player") : "");
-    setText(p.bankerTotal, dealt ? st.handTotal("banker") : "");
+    const landed = () => this.fillTotals();
+    syncCards(p.playerCards, st.handCards("player"), "card", landed);
+    syncCards(p.bankerCards, st.handCards("banker"), "card", landed);
+    this.fillTotals();
     this.fillResult(st);
     this.fillSettlement(st);
     this.fillSpots(st);
     p.spectating.hidden = !app.isSpectator;
-    p.betting.hidden = app.isSpectator;
+    p.controls.hidden = app.isSpectator;
+    p.betting.classList.toggle("watching", app.isSpectator);
     renderRoads(p.scoreboard, st.roads); // redraws only when the server's roads changed
     if (change.what === "settlement") this.recall.refresh();
     this.tick();
+  }
+
+  // While disconnected the table says so: not "Place your bets" with a countdown that means
+  // nothing until the server is back.
+  fillPhase(st) {
+    const p = this.parts;
+    const offline = this.app.connState !== "open";
+    const text = offline
+      ? `Disconnected: ${this.app.connState === "refused" ? "refused by the server" : "reconnecting…"}`
+      : phaseLabel(st.phase);
+    setText(p.phase, text);
+    setAttr(p.phase, "data-phase", offline ? "offline" : st.phase);
+  }
+
+  // A hand's total counts only the cards that have appeared (a card being dealt is not yet).
+  fillTotals() {
+    const p = this.parts;
+    const st = this.st;
+    if (!st || !this.built) return;
+    for (const [hand, el, box] of [
+      ["player", p.playerTotal, p.playerCards],
+      ["banker", p.bankerTotal, p.bankerCards],
+    ]) {
+      const cards = landedCards(box);
+      setText(el, st.cards.length && cards.length ? handTotal(cards) : "");
+    }
   }
 
   fillResult(st) {
@@ -286,6 +317,7 @@ export class TableView {
       parts.el.classList.toggle("has-mine", stake > 0);
       const won = st.result && !st.result.voided && spotWon(spot, st.result);
       parts.el.classList.toggle("won", Boolean(won));
+      parts.el.disabled = this.app.isSpectator;
       parts.el.setAttribute("aria-label", `${spotLabel(spot)}, pays ${payoutText(spot, st.rules)}, limits ${limitText(st.rules.limits[spot])}${bits.length ? `, ${bits.join(", ")}` : ""}`);
     }
     for (const [amount, el] of p.chips) {
@@ -304,17 +336,26 @@ export class TableView {
   tick() {
     const st = this.st;
     if (!st || !this.built) return;
-    const left = this.app.timeLeft(st);
-    const text = st.phase === "betting" ? seconds(left) : "";
-    setText(this.parts.countdown, text);
-    setAttr(this.parts.countdown, "data-ms", Math.round(left));
-    this.parts.countdown.classList.toggle("urgent", st.phase === "betting" && left < 3000);
+    const p = this.parts;
+    const offline = this.app.connState !== "open";
+    const left = offline ? 0 : this.app.timeLeft(st);
+    const text = offline ? "paused" : st.phase === "betting" ? seconds(left) : "";
+    setText(p.countdown, text);
+    setAttr(p.countdown, "data-ms", Math.round(left));
+    p.countdown.classList.toggle("urgent", !offline && st.phase === "betting" && left < 3000);
     const open = this.bettingOpen(st);
-    if (this.parts.betting.classList.contains("closed") === open) this.fillSpots(st);
+    if (p.betting.classList.contains("closed") === open) this.fillSpots(st);
+    // The last seconds of betting with chips still to confirm: they will not be placed.
+    const unsent = open && left < UNCONFIRMED_WARNING_MS ? st.pending.filter((g) => g.round === st.round).flat() : [];
+    p.unconfirmed.hidden = !unsent.length;
+    if (unsent.length) {
+      const what = sumBySpot(unsent).map((b) => `${spotLabel(b.spot)} ${money(b.amount)}`).join(", ");
+      setText(p.unconfirmed, `Your chips are not confirmed (${what}): press Confirm within ${seconds(left)}, or they are not placed.`);
+    }
   }
 
   bettingOpen(st) {
-    return st.phase === "betting" && this.app.timeLeft(st) > 0;
+    return this.app.connState === "open" && st.phase === "betting" && this.app.timeLeft(st) > 0;
   }
 
   // --- betting ------------------------------------------------------------------------------
@@ -360,8 +401,12 @@ export class TableView {
       this.app.notice(problems.join(" "));
       return false;
     }
+    // Chips placed while betting is open are for this round (dropped, and said so, if not
+    // confirmed when it closes: App.expirePending); placed while it is closed, for the next.
+    group.round = this.bettingOpen(st) ? st.round : null;
     st.pending.push(group);
     this.fillSpots(st);
+    this.tick();
     return true;
   }
 
@@ -418,12 +463,12 @@ export class TableView {
       app.notice("Pick a chip and a spot first.", "info");
       return;
     }
-    if (!this.bettingOpen(st)) {
-      app.notice("Betting is closed for this round; your chips stay for the next one.", "info");
-      return;
-    }
     if (!app.conn.isOpen) {
       app.notice("Not connected: your bets were not sent. They stay on the table.");
+      return;
+    }
+    if (!this.bettingOpen(st)) {
+      app.notice("Betting is closed for this round; your chips stay for the next one.", "info");
       return;
     }
     const mine = st.myStakes();

@@ -54,31 +54,31 @@ PRESETS: dict[str, TableRules] = {
             "classic8",
             decks=8,
             cut_card_from_end=7,
-            description="Seed 000: eight decks, cut card seven from the back (our default)",
+            description="Classic Punto Banco, eight decks: Banker pays 0.95 to 1, Tie 8 to 1",
         ),
         TableRules(
             "fourdeck",
             decks=4,
             cut_card_from_end=7,
-            description="Seed 001: four-deck shoe, Tie 8:1, Banker less 5%",
+            description="A four-deck shoe, shuffled more often: Banker pays 0.95 to 1, Tie 8 to 1",
         ),
         TableRules(
             "punto6",
             decks=6,
             cut_card_from_end=14,
-            description="Seed 002: six decks, side bets allowed, Tie 8:1",
+            description="Six decks, cut card 14 cards from the back: Banker pays 0.95 to 1",
         ),
         TableRules(
             "joggled6",
             decks=6,
             reshuffle_every_round=True,
-            description="Seed 003: six decks reshuffled before each game; Tie '9 to 1' = 8:1",
+            description="Six decks shuffled before every hand: Banker pays 0.95 to 1",
         ),
         TableRules(
             "nocommission8",
             decks=8,
             paytable=Paytable(no_commission=True),
-            description="No-commission variant: Banker pays 1:1, only 1:2 on a winning 6",
+            description="No commission: Banker pays 1 to 1, or half when it wins with a 6",
         ),
     )
 }

@@ -110,8 +110,8 @@ class LiveServer:
     def call(self, coro: Any, timeout: float = 15.0) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(within(timeout))
 
-    def settings(self, node_id: str, port: int) -> Settings:
-        return Settings(port=port, node_id=node_id, **self.overrides)
+    def settings(self, node_id: str, port: int, **changes: Any) -> Settings:
+        return Settings(port=port, node_id=node_id, **{**self.overrides, **changes})
 
     def start(self) -> LiveServer:
         async def start() -> None:
@@ -123,10 +123,13 @@ class LiveServer:
         self.start_front()
         return self
 
-    def start_front(self) -> None:
+    def start_front(self, **changes: Any) -> None:
+        """Start (or restart) the page's node; `changes` override its settings, e.g. another
+        secret, as a demo node restarted with a new random one."""
+
         async def start() -> None:
             assert self.store is not None
-            self.front = Node(self.settings("front", self.port), store=self.store)
+            self.front = Node(self.settings("front", self.port, **changes), store=self.store)
             await self.front.start()
             self.port = self.front.port
 

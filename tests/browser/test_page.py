@@ -340,7 +340,10 @@ def test_spectator_watches_without_betting(open_page: PageFactory, server: LiveS
     assert "role=spectator" in page.evaluate("window.__baccarat.conn.ws.url")
     expect(page.get_by_test_id("player")).to_have_attribute("data-role", "spectator")
     expect(page.locator(".spectating")).to_be_visible()
-    expect(page.get_by_test_id("spot-banker")).to_be_hidden()
+    # The layout is there (with every player's totals), but no chip and no spot to click.
+    expect(page.get_by_test_id("spot-banker")).to_be_disabled()
+    expect(page.get_by_test_id("chip-100")).to_be_hidden()
+    expect(page.get_by_test_id("confirm")).to_be_hidden()
     expect(page.get_by_test_id("card").first).to_be_visible(
         timeout=within(3 * ROUND_SECONDS) * 1000
     )

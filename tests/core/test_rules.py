@@ -16,6 +16,17 @@ def test_presets_exist() -> None:
         assert rules.description
 
 
+def test_preset_descriptions_speak_to_players() -> None:
+    """The lobby shows each table's description: words for players, not the project's own
+    ("Seed 000", "our default"), and what a Banker win pays."""
+    for rules in PRESETS.values():
+        text = rules.description
+        assert text[0].isupper() and len(text) <= 100, text
+        for internal in ("seed", "our default", "variant", "preset"):
+            assert internal not in text.lower(), text
+        assert "Banker pays" in text, text
+
+
 def test_default_is_classic8() -> None:
     """The default preset is classic8: 8 decks, cut card 7 from the end, Tie 8:1, 5%."""
     rules = rules_preset(DEFAULT_PRESET)

@@ -193,10 +193,18 @@ async def test_a_pause_holds_on_every_node_and_across_failover(
 async def test_lobby_counts_stay_public_with_a_secret(
     make_node: NodeFactory, open_client: ClientFactory
 ) -> None:
-    """/lobby gives any page this node's watchers per table, without a token."""
+    """/lobby gives any page this node's watchers per table, and whether guests may come in,
+    without a token."""
     node = await make_node(secret=SECRET, allow_guests=True)
     client = await open_client(node)
     await client.join()
     answer = await call(node, "GET", "/lobby")
     assert answer.status == 200
-    assert answer.json() == {"node": node.node_id, "subscribers": {TABLE: 1}}
+    assert answer.json() == {"node": node.node_id, "subscribers": {TABLE: 1}, "guests": True}
+
+
+async def test_lobby_says_when_guests_are_not_let_in(make_node: NodeFactory) -> None:
+    """A --secret site without --allow-guests: the page must not offer a "new guest" tab."""
+    node = await make_node(secret=SECRET)
+    answer = await call(node, "GET", "/lobby")
+    assert answer.json() == {"node": node.node_id, "subscribers": {}, "guests": False}
