@@ -233,9 +233,10 @@ def _add_odds(subparsers: argparse._SubParsersAction[_Parser]) -> None:
 def _run_roads(args: argparse.Namespace) -> int:
     try:
         results = parse_results("".join(args.sequence))
+        roads = build_roads(results, args.pairs)
     except ValueError as exc:
         return _fail("baccarat roads", str(exc))
-    print(json.dumps(build_roads(results).to_dict()))
+    print(json.dumps(roads.to_dict()))
     return 0
 
 
@@ -246,6 +247,13 @@ def _add_roads(subparsers: argparse._SubParsersAction[_Parser]) -> None:
         description="Bead plate, Big Road and the derived roads as JSON.",
     )
     parser.add_argument("sequence", nargs="+", help="results as letters B P T, e.g. BPPBTB")
+    parser.add_argument(
+        "--pairs",
+        default="",
+        metavar="CODES",
+        help="each result's pairs, one digit per result: 0 none, 1 Player pair, 2 Banker "
+        "pair, 3 both, e.g. 010300 (results without a digit had no pair)",
+    )
     parser.set_defaults(handler=_run_roads)
 
 

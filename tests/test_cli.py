@@ -284,8 +284,27 @@ def test_roads_json(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(out)
     assert status == 0
     assert len(data["bead_plate"]) == 6
-    assert data["big_road"][3] == {"row": 0, "col": 2, "winner": "banker", "ties": 1}
+    assert data["big_road"][3] == {
+        "row": 0,
+        "col": 2,
+        "winner": "banker",
+        "ties": 1,
+        "player_pair": False,
+        "banker_pair": False,
+    }
     assert data["big_eye_boy"] == ["blue", "blue", "red"]
+
+
+def test_roads_with_pairs(capsys: pytest.CaptureFixture[str]) -> None:
+    """--pairs gives each result's pair code; the cells carry the flags. A bad code: exit 2."""
+    status, out, _ = _run(capsys, "roads", "BPT", "--pairs", "13")
+    data = json.loads(out)
+    assert status == 0
+    flags = [(c["player_pair"], c["banker_pair"]) for c in data["bead_plate"]]
+    assert flags == [(True, False), (True, True), (False, False)]
+    assert (data["big_road"][1]["player_pair"], data["big_road"][1]["banker_pair"]) == (True, True)
+    err = _one_line_error(capsys, "roads", "BP", "--pairs", "05")
+    assert err.startswith("baccarat roads: bad pair code '5'")
 
 
 def test_roads_bad_letter(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,6 +3,11 @@
 Rules: shared/reference/baccarat.md, "Scoreboard roads". The Big Road is placed on a grid of
 six rows with the dragon tail; the derived roads (Big Eye Boy, Small Road, Cockroach Pig) are
 computed on the logical Big Road columns (streaks, ties ignored), so the tail never changes them.
+
+Pairs: beside the results, one pair code per coup (`pair_code`: "0" none, "1" Player pair,
+"2" Banker pair, "3" both) says whether the first two cards of a hand were of one rank. A Bead
+Plate cell carries its coup's pairs; a Big Road cell carries the pairs of the decision it
+records (a tie's pairs are on its Bead Plate cell only, as its slash has no cell of its own).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ __all__ = [
     "Roads",
     "build_roads",
     "derived_mark",
+    "pair_code",
+    "pair_flags",
     "parse_results",
     "to_winner",
 ]
@@ -29,6 +36,7 @@ ROWS = 6
 _LETTERS = {"B": Winner.BANKER, "P": Winner.PLAYER, "T": Winner.TIE}
 # Derived roads and the column offset k they compare against.
 _DERIVED = {"big_eye_boy": 1, "small_road": 2, "cockroach_pig": 3}
+_PLAYER_PAIR, _BANKER_PAIR = 1, 2  # the bits of a pair code
 
 
 class Mark(StrEnum):
@@ -43,9 +51,17 @@ class BeadCell:
     row: int
     col: int
     winner: Winner
+    player_pair: bool = False  # the coup's Player hand began with a pair
+    banker_pair: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        return {"row": self.row, "col": self.col, "winner": self.winner.value}
+        return {
+            "row": self.row,
+            "col": self.col,
+            "winner": self.winner.value,
+            "player_pair": self.player_pair,
+            "banker_pair": self.banker_pair,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +70,18 @@ class BigRoadCell:
     col: int
     winner: Winner
     ties: int = 0  # ties drawn as a slash with this count on the cell
+    player_pair: bool = False  # the decision's coup had a Player pair (its ties' do not count)
+    banker_pair: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        return {"row": self.row, "col": self.col, "winner": self.winner.value, "ties": self.ties}
+        return {
+            "row": self.row,
+            "col": self.col,
+            "winner": self.winner.value,
+            "ties": self.ties,
+            "player_pair": self.player_pair,
+            "banker_pair": self.banker_pair,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +130,19 @@ def to_winner(result: Winner | str) -> Winner:
         raise ValueError(f"bad result {result!r}: use B, P, T or banker, player, tie") from None
 
 
+def pair_code(player_pair: bool, banker_pair: bool) -> str:
+    """One coup's pairs as one character: "0" none, "1" Player, "2" Banker, "3" both."""
+    return str((_PLAYER_PAIR if player_pair else 0) | (_BANKER_PAIR if banker_pair else 0))
+
+
+def pair_flags(code: str) -> tuple[bool, bool]:
+    """(player_pair, banker_pair) of a pair code; ValueError for anything but 0-3."""
+    if code not in ("0", "1", "2", "3"):
+        raise ValueError(f"bad pair code {code!r}: use 0 (none), 1 (Player), 2 (Banker), 3 (both)")
+    bits = int(code)
+    return bool(bits & _PLAYER_PAIR), bool(bits & _BANKER_PAIR)
+
+
 def derived_mark(columns: Sequence[int], k: int) -> Mark | None:
     """The mark for the entry just added at the foot of the last logical column, or None.
 
@@ -127,6 +165,7 @@ class _BigRoad:
 
     def __init__(self) -> None:
         self.cells: list[tuple[int, int, Winner]] = []
+        self.pairs: list[tuple[bool, bool]] = []  # (player_pair, banker_pair) of each cell
         self.ties: list[int] = []
         self.columns: list[int] = []  # logical streak lengths, for the derived roads
         self.occupied: set[tuple[int, int]] = set()
@@ -140,10 +179,11 @@ class _BigRoad:
         else:
             self.early_ties += 1
 
-    def add_decision(self, winner: Winner) -> None:
+    def add_decision(self, winner: Winner, pairs: tuple[bool, bool] = (False, False)) -> None:
         row, col = self._next_cell(winner)
         self.occupied.add((row, col))
         self.cells.append((row, col, winner))
+        self.pairs.append(pairs)
         self.ties.append(self.early_ties if not self.ties else 0)
 
     def _next_cell(self, winner: Winner) -> tuple[int, int]:
@@ -167,22 +207,33 @@ class _BigRoad:
 
     def frozen(self) -> tuple[BigRoadCell, ...]:
         return tuple(
-            BigRoadCell(row, col, winner, ties)
-            for (row, col, winner), ties in zip(self.cells, self.ties, strict=True)
+            BigRoadCell(row, col, winner, ties, player_pair, banker_pair)
+            for (row, col, winner), ties, (player_pair, banker_pair) in zip(
+                self.cells, self.ties, self.pairs, strict=True
+            )
         )
 
 
-def build_roads(results: Iterable[Winner | str]) -> Roads:
-    """Every road for these results (Winner values or the letters B/P/T), oldest first."""
+def build_roads(results: Iterable[Winner | str], pairs: str = "") -> Roads:
+    """Every road for these results (Winner values or the letters B/P/T), oldest first.
+
+    `pairs` holds one pair code (see pair_code) per result, in the same order; a result
+    without one (a shorter string, or none) had no pair. ValueError for more codes than
+    results or a bad code."""
     winners = [to_winner(result) for result in results]
-    bead = tuple(BeadCell(i % ROWS, i // ROWS, winner) for i, winner in enumerate(winners))
+    if len(pairs) > len(winners):
+        raise ValueError(f"{len(pairs)} pair codes for {len(winners)} results")
+    flags = [pair_flags(code) for code in pairs.ljust(len(winners), "0")]
+    bead = tuple(
+        BeadCell(i % ROWS, i // ROWS, winner, *flags[i]) for i, winner in enumerate(winners)
+    )
     big = _BigRoad()
     derived: dict[str, list[Mark]] = {name: [] for name in _DERIVED}
-    for winner in winners:
+    for winner, coup_pairs in zip(winners, flags, strict=True):
         if winner is Winner.TIE:
             big.add_tie()
             continue
-        big.add_decision(winner)
+        big.add_decision(winner, coup_pairs)
         for name, k in _DERIVED.items():
             mark = derived_mark(big.columns, k)
             if mark is not None:

@@ -17,6 +17,7 @@ from server.core.cards import Card
 from server.core.coup import Coup, resolve_coup
 from server.core.errors import BetRejected, NotEnoughCards, RejectCode
 from server.core.events import EventKind, Payload, event
+from server.core.roads import pair_code
 from server.core.rules import TableRules
 from server.core.shoe import MAX_COUP_CARDS, Shoe
 
@@ -64,6 +65,9 @@ class TableState:
     dealt: int = 0  # cards of this round dealt so far
     last_hand: bool = False  # this round is the shoe's last (the cut card is out)
     results: str = ""  # this shoe's results, one letter (B/P/T) per coup, for the roads
+    # Beside each letter of `results`, the coup's pairs: one roads.pair_code ("0" none,
+    # "1" Player pair, "2" Banker pair, "3" both), for the roads' pair dots.
+    pairs: str = ""
     # The owner has paused the table (an operator asked): no round opens until it resumes.
     paused: bool = False
 
@@ -80,12 +84,19 @@ class TableState:
             "dealt": self.dealt,
             "last_hand": self.last_hand,
             "results": self.results,
+            "pairs": self.pairs,
             "paused": self.paused,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> TableState:
         shoe = data.get("shoe")
+        results = str(data["results"])
+        pairs = data.get("pairs")
+        if not isinstance(pairs, str) or len(pairs) != len(results) or pairs.strip("0123"):
+            # Stored before pairs were kept (or by a node that drops them): the shoe's rounds
+            # so far show no pair; the rounds from now on line up again.
+            pairs = "0" * len(results)
         return cls(
             table_id=str(data["table_id"]),
             phase=Phase(str(data["phase"])),
@@ -97,7 +108,8 @@ class TableState:
             round_start=_int(data["round_start"]),
             dealt=_int(data["dealt"]),
             last_hand=bool(data["last_hand"]),
-            results=str(data["results"]),
+            results=results,
+            pairs=pairs,
             paused=data.get("paused", False) is True,  # states stored before pausing existed
         )
 
@@ -131,7 +143,7 @@ def open_round(
     assert _between_rounds(state) and not state.paused, (state.phase, state.paused)
     events: list[Payload] = []
     shoe = Shoe(state.shoe.cards, state.shoe.position, state.shoe.cut_index) if state.shoe else None
-    shoe_number, results = state.shoe_number, state.results
+    shoe_number, results, pairs = state.shoe_number, state.results, state.pairs
     new_shoe = (
         shoe is None
         or rules.reshuffle_every_round
@@ -141,7 +153,7 @@ def open_round(
     round_no = state.round + 1
     if new_shoe:
         shoe = Shoe.shuffled(rules.decks, rules.cut_card_from_end, rng)
-        shoe_number, results = shoe_number + 1, ""
+        shoe_number, results, pairs = shoe_number + 1, "", ""
         events.append(
             event(
                 EventKind.SHOE_SHUFFLED,
@@ -183,6 +195,7 @@ def open_round(
         dealt=0,
         last_hand=last_hand,
         results=results,
+        pairs=pairs,
     )
     return Transition(new_state, events)
 
@@ -264,11 +277,14 @@ def deal_next_card(state: TableState) -> Transition:
         events.append(event(EventKind.CUT_CARD, shoe=state.shoe_number, last_round=last_round))
     events.append(event(EventKind.CARD, hand=hand.value, index=state.dealt, **_card_fields(card)))
     dealt = state.dealt + 1
-    results = state.results
+    results, pairs = state.results, state.pairs
     if dealt == coup.cards_used:
         results += RESULT_LETTERS[coup.winner.value]
+        pairs += pair_code(coup.player_pair, coup.banker_pair)
         events.append(event(EventKind.ROUND_RESULT, **result_fields(coup)))
-    next_state = _advance(state, shoe=shoe, dealt=dealt, results=results, last_hand=last_hand)
+    next_state = _advance(
+        state, shoe=shoe, dealt=dealt, results=results, pairs=pairs, last_hand=last_hand
+    )
     return Transition(next_state, events)
 
 

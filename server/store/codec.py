@@ -54,7 +54,11 @@ def payload_pairs(payload: Payload) -> tuple[int, bytes]:
     return len(payload), b"".join(packb(key) + packb(value) for key, value in payload.items())
 
 
-STATE_FORMAT = 1  # the `v` this node writes; bump it, and add a migration, on any change
+# The `v` this node writes; bump it, and add a migration, on any change an older node would
+# misread. A field an older node may drop does not change the format: TableState.from_dict
+# reads a blob without it (or from such a node) with a default, as `pairs` (the roads' pair
+# dots): a rolling upgrade then never voids a round for the sake of a scoreboard dot.
+STATE_FORMAT = 1
 
 
 class _Shoes:

@@ -149,6 +149,8 @@ class BeadCell(TypedDict):
     row: int
     col: int
     winner: WinnerName
+    player_pair: bool  # the coup's first two Player cards were of one rank
+    banker_pair: bool
 
 
 class BigRoadCell(TypedDict):
@@ -156,6 +158,8 @@ class BigRoadCell(TypedDict):
     col: int
     winner: WinnerName
     ties: int
+    player_pair: bool  # the decision's coup (not its ties') had a Player pair
+    banker_pair: bool
 
 
 class RoadsView(TypedDict):
@@ -634,7 +638,7 @@ def snapshot(
         "last_hand": state.last_hand,
         "paused": state.paused,
         "results": state.results,
-        "roads": roads_view(build_roads(state.results)),
+        "roads": roads_view(build_roads(state.results, state.pairs)),
         "bets": [bet_view(bet) for bet in bets],
         "totals": dict(totals or {}),
         "bettors": bettors,

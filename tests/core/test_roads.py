@@ -7,7 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from server.core.coup import Winner
-from server.core.roads import ROWS, BigRoadCell, Mark, build_roads, parse_results, to_winner
+from server.core.roads import (
+    ROWS,
+    BeadCell,
+    BigRoadCell,
+    Mark,
+    build_roads,
+    pair_code,
+    pair_flags,
+    parse_results,
+    to_winner,
+)
 
 R, B = Mark.RED, Mark.BLUE
 
@@ -106,19 +116,29 @@ def test_bead_plate_fills_columns_of_six() -> None:
 
 
 def test_to_dict_shape() -> None:
-    """to_dict gives the five roads with plain JSON values."""
-    data = build_roads(parse_results("BPPBTB")).to_dict()
+    """to_dict gives the five roads with plain JSON values, each cell with its pair flags."""
+    data = build_roads(parse_results("BPPBTB"), "010020").to_dict()
     assert set(data) == {"bead_plate", "big_road", "big_eye_boy", "small_road", "cockroach_pig"}
+    no, player = (False, False), (False, True)  # (banker_pair, player_pair)
     assert data["big_road"] == [
-        {"row": 0, "col": 0, "winner": "banker", "ties": 0},
-        {"row": 0, "col": 1, "winner": "player", "ties": 0},
-        {"row": 1, "col": 1, "winner": "player", "ties": 0},
-        {"row": 0, "col": 2, "winner": "banker", "ties": 1},
-        {"row": 1, "col": 2, "winner": "banker", "ties": 0},
+        {"row": r, "col": c, "winner": w, "ties": t, "player_pair": p, "banker_pair": b}
+        for r, c, w, t, (b, p) in [
+            (0, 0, "banker", 0, no),
+            (0, 1, "player", 0, player),
+            (1, 1, "player", 0, no),
+            (0, 2, "banker", 1, no),  # the tie's Banker pair is not on the Big Road
+            (1, 2, "banker", 0, no),
+        ]
     ]
     bead_plate = data["bead_plate"]
     assert isinstance(bead_plate, list)
-    assert bead_plate[4] == {"row": 4, "col": 0, "winner": "tie"}
+    assert bead_plate[4] == {
+        "row": 4,
+        "col": 0,
+        "winner": "tie",
+        "player_pair": False,
+        "banker_pair": True,
+    }
     assert data["big_eye_boy"] == ["blue", "blue", "red"]
 
 
@@ -150,3 +170,54 @@ def test_big_road_cells_are_distinct_and_account_for_every_result(sequence: str)
     assert len(roads.bead_plate) == len(sequence)
     if roads.big_road:
         assert len(roads.big_road) + sum(cell.ties for cell in roads.big_road) == len(sequence)
+
+
+def test_pair_codes_say_which_hands_had_a_pair() -> None:
+    """A coup's pairs as one character and back: 0 none, 1 Player, 2 Banker, 3 both."""
+    flags = [(False, False), (True, False), (False, True), (True, True)]
+    assert [pair_code(*f) for f in flags] == ["0", "1", "2", "3"]
+    assert [pair_flags(code) for code in "0123"] == flags
+    for bad in ("4", "x", "", "01"):
+        with pytest.raises(ValueError, match="bad pair code"):
+            pair_flags(bad)
+
+
+def test_pairs_go_on_bead_cells_and_on_the_decision_cells_of_the_big_road() -> None:
+    """Every coup's pairs are on its Bead Plate cell; a Big Road cell has its decision's
+    pairs, not those of the ties drawn on it."""
+    roads = build_roads(parse_results("BTPPB"), "12300")
+    assert roads.bead_plate == (
+        BeadCell(0, 0, Winner.BANKER, player_pair=True),
+        BeadCell(1, 0, Winner.TIE, banker_pair=True),
+        BeadCell(2, 0, Winner.PLAYER, player_pair=True, banker_pair=True),
+        BeadCell(3, 0, Winner.PLAYER),
+        BeadCell(4, 0, Winner.BANKER),
+    )
+    assert roads.big_road == (
+        BigRoadCell(0, 0, Winner.BANKER, 1, player_pair=True),
+        BigRoadCell(0, 1, Winner.PLAYER, 0, player_pair=True, banker_pair=True),
+        BigRoadCell(1, 1, Winner.PLAYER, 0),
+        BigRoadCell(0, 2, Winner.BANKER, 0),
+    )
+    # The pairs never move a cell or change a derived road.
+    plain = build_roads(parse_results("BTPPB"))
+    assert [(c.row, c.col, c.winner) for c in roads.big_road] == [
+        (c.row, c.col, c.winner) for c in plain.big_road
+    ]
+    assert (roads.big_eye_boy, roads.small_road) == (plain.big_eye_boy, plain.small_road)
+
+
+def test_results_without_pair_codes_have_no_pairs() -> None:
+    """Fewer codes than results (none at all, or a state stored before pairs were kept):
+    the rest had no pair. More codes than results, or a bad code, is an error."""
+    roads = build_roads(parse_results("BPB"), "3")
+    assert [(c.player_pair, c.banker_pair) for c in roads.bead_plate] == [
+        (True, True),
+        (False, False),
+        (False, False),
+    ]
+    assert not any(c.player_pair or c.banker_pair for c in build_roads("BPTB").bead_plate)
+    with pytest.raises(ValueError, match="3 pair codes for 2 results"):
+        build_roads("BP", "000")
+    with pytest.raises(ValueError, match="bad pair code 'b'"):
+        build_roads("BP", "0b")

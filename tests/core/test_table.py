@@ -252,6 +252,41 @@ def test_results_string_grows_one_letter_per_round(classic_logs: list[RoundLog])
         )
 
 
+def test_pairs_grow_with_the_results(classic_logs: list[RoundLog]) -> None:
+    """Each round's result adds its pair code beside its letter (Player pair 1, Banker 2,
+    both 3, none 0), from the round_result's flags; a new shoe starts both afresh."""
+    seen = set()
+    for log in classic_logs:
+        before = log.opened
+        assert len(before.pairs) == len(before.results)
+        result = next(e for e in log.steps[-2].events if e["kind"] == "round_result")
+        code = str(int(result["player_pair"]) + 2 * int(result["banker_pair"]))
+        assert log.final.pairs == before.pairs + code
+        seen.add(code)
+        if log.steps[0].before.shoe_number != before.shoe_number:
+            assert before.pairs == before.results == ""
+    assert seen == {"0", "1", "2", "3"}  # two shoes hold every kind
+
+
+def test_a_state_stored_without_pairs_loads_and_lines_up_again(
+    classic_logs: list[RoundLog],
+) -> None:
+    """A state stored before pairs were kept (or one whose pairs do not fit its results)
+    reads as no pairs so far; the next result's code then sits beside its letter."""
+    state = next(
+        log.final for log in classic_logs if len(log.final.results) >= 3 and not log.final.last_hand
+    )
+    stored = state.to_dict()
+    del stored["pairs"]
+    old = TableState.from_dict(stored)
+    assert old.pairs == "0" * len(state.results) and old.results == state.results
+    for bad in ("", "0", "x" * len(state.results), None):
+        assert TableState.from_dict({**stored, "pairs": bad}).pairs == old.pairs
+    final = play_round(old, CLASSIC, random.Random(1)).final
+    assert len(final.pairs) == len(final.results)
+    assert final.pairs[: len(old.pairs)] == old.pairs
+
+
 def test_settle_reports_stakes_and_payouts(classic_logs: list[RoundLog]) -> None:
     """round_settled counts the bets, their stakes and what was paid back, per the payouts."""
     for log in classic_logs:

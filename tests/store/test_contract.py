@@ -14,6 +14,7 @@ from server.core.rules import PRESETS
 from server.core.table import Phase, TableState, close_betting, settle_round
 from server.store.base import StaleWrite, StateUnreadable, Store
 from server.store.codec import STATE_FORMAT, packb, state_to_bytes, unpackb
+from server.wire import shapes
 from tests.store import RULES, TABLE, Owner, bet, read_blob, take, write_blob
 from tests.store.conftest import Advance, StoreFactory
 
@@ -684,6 +685,41 @@ async def test_state_in_format_0_is_read(table: Store) -> None:
     assert loaded is not None and loaded.to_dict() == owner.state.to_dict()
     assert unpackb(await read_blob(table, TABLE))["v"] == STATE_FORMAT
     assert await read_blob(table, TABLE) == state_to_bytes(owner.state)
+
+
+async def test_each_rounds_pairs_are_stored_and_a_state_without_them_loads(
+    table: Store,
+) -> None:
+    """The pair codes are kept beside the results in the stored state, so the snapshot's
+    roads show the pair dots on any node. A blob without them (an older node's) reads as no
+    pairs so far, and the rounds after it line up again."""
+    owner = await Owner(table).start()
+    while not owner.state.pairs.strip("0"):  # the seed deals a pair within a few rounds
+        await owner.open()
+        await owner.finish()
+        assert owner.state.round < 30
+    snap = await table.snapshot(TABLE, None)
+    assert snap is not None
+    assert (snap.state.results, snap.state.pairs) == (owner.state.results, owner.state.pairs)
+    roads = shapes.snapshot(TABLE, snap.seq, snap.epoch, snap.state, 0, snap.rules)["roads"]
+    flags = "".join(
+        str(int(c["player_pair"]) + 2 * int(c["banker_pair"])) for c in roads["bead_plate"]
+    )
+    assert flags == owner.state.pairs
+
+    older = owner.state.to_dict()
+    del older["pairs"]
+    await write_blob(table, TABLE, packb({"v": STATE_FORMAT, **older}))
+    loaded = await table.load_state(TABLE)
+    assert loaded is not None and loaded.pairs == "0" * len(owner.state.results)
+    owner.state = loaded
+    await owner.open()
+    await owner.finish()
+    stored = await table.load_state(TABLE)
+    assert stored is not None and stored.pairs == owner.state.pairs
+    assert len(stored.pairs) == len(stored.results)
+    if stored.shoe_number == loaded.shoe_number:
+        assert stored.pairs.startswith(loaded.pairs)
 
 
 @pytest.mark.parametrize(

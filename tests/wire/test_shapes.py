@@ -198,7 +198,7 @@ def test_snapshot_constructor_in_the_middle_of_a_deal() -> None:
     assert message["cards"] == [
         shapes.card_view(hand, card) for hand, card in coup_of(state).deal_order[:3]
     ]
-    assert message["roads"] == build_roads(state.results).to_dict()
+    assert message["roads"] == build_roads(state.results, state.pairs).to_dict()
     assert message["bets"] == [{"bet_id": "b-1", "spot": "player", "amount": 100}]
     assert (message["totals"], message["bettors"], message["recovered"]) == (
         {"player": 100},
@@ -206,6 +206,33 @@ def test_snapshot_constructor_in_the_middle_of_a_deal() -> None:
         False,
     )
     assert list(message)[:4] == ["type", "table", "seq", "epoch"]
+
+
+def test_snapshot_roads_carry_each_rounds_pairs() -> None:
+    """The snapshot's road cells say which coups had a pair, from the state's pair codes;
+    the fields that were there before keep their values."""
+    state = TableState("t1", phase=Phase.SETTLED, round=4, results="BTPB", pairs="2130")
+    roads = shapes.snapshot("t1", 9, "e1", state, 2_000, RULES)["roads"]
+    assert shape_problems(roads, shapes.RoadsView) == []
+    bead = [(c["winner"], c["player_pair"], c["banker_pair"]) for c in roads["bead_plate"]]
+    assert bead == [
+        ("banker", False, True),
+        ("tie", True, False),
+        ("player", True, True),
+        ("banker", False, False),
+    ]
+    big = [(c["winner"], c["ties"], c["player_pair"], c["banker_pair"]) for c in roads["big_road"]]
+    assert big == [
+        ("banker", 1, False, True),
+        ("player", 0, True, True),
+        ("banker", 0, False, False),
+    ]
+    before = {"row", "col", "winner", "ties"}
+    assert [{k: v for k, v in c.items() if k in before} for c in roads["big_road"]] == [
+        {"row": 0, "col": 0, "winner": "banker", "ties": 1},
+        {"row": 0, "col": 1, "winner": "player", "ties": 0},
+        {"row": 0, "col": 2, "winner": "banker", "ties": 0},
+    ]
 
 
 def test_snapshot_constructor_while_betting_and_for_a_spectator() -> None:
