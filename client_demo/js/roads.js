@@ -2,6 +2,9 @@
 // bead plate and big road come with their row/col; the derived roads come as a list of
 // red/blue marks, which are laid out here the way casinos draw them (a new column when the
 // colour changes, six rows, a "dragon tail" to the right at the bottom or at an earlier tail).
+// Pair dots, as casinos draw them: a red dot top-left for a Banker pair, a blue dot
+// bottom-right for a Player pair, from the cells' `banker_pair`/`player_pair` (a big road cell
+// has the pairs of the round it records; a tie's are on its bead plate cell).
 
 import { h, clear } from "./dom.js";
 
@@ -56,7 +59,7 @@ export function scoreboard() {
 
 function fill(el, cells, minCols) {
   if (!el) return;
-  const key = JSON.stringify(cells.map((c) => [c.row, c.col, c.cls, c.text]));
+  const key = JSON.stringify(cells.map((c) => [c.row, c.col, c.cls, c.text, c.ties, c.pairs]));
   if (el.dataset.key === key) return; // unchanged: keep the DOM (and the scroll) as it is
   el.dataset.key = key;
   clear(el);
@@ -69,6 +72,9 @@ function fill(el, cells, minCols) {
       { class: `cell ${cell.cls}`, title: cell.title, style: `grid-row:${cell.row + 1};grid-column:${cell.col + 1}` },
       cell.text ? h("span", { class: "cell-text", text: cell.text }) : null,
       cell.ties ? h("span", { class: "tie-mark", text: cell.ties > 1 ? String(cell.ties) : "" }) : null,
+      ...(cell.pairs || []).map((hand) =>
+        h("span", { class: `pair-dot ${hand}`, "data-testid": "pair-dot", "data-pair": hand }),
+      ),
     );
     el.append(node);
   }
@@ -78,24 +84,42 @@ function fill(el, cells, minCols) {
   el.scrollLeft = Math.max(0, (last + 2) * cellWidth - el.clientWidth);
 }
 
+// The hands whose first two cards were a pair, Banker first (the dot drawn top-left).
+function pairsOf(c) {
+  return [c.banker_pair && "banker", c.player_pair && "player"].filter(Boolean);
+}
+
+function pairWords(pairs) {
+  return pairs.map((hand) => `, ${WINNER_NAME[hand]} pair`).join("");
+}
+
 function beadCells(cells) {
-  return cells.map((c) => ({
-    row: c.row,
-    col: c.col,
-    cls: `bead ${c.winner}`,
-    text: LETTER[c.winner],
-    title: WINNER_NAME[c.winner],
-  }));
+  return cells.map((c) => {
+    const pairs = pairsOf(c);
+    return {
+      row: c.row,
+      col: c.col,
+      cls: `bead ${c.winner}`,
+      text: LETTER[c.winner],
+      pairs,
+      title: `${WINNER_NAME[c.winner]}${pairWords(pairs)}`,
+    };
+  });
 }
 
 function bigRoadCells(cells) {
-  return cells.map((c) => ({
-    row: c.row,
-    col: c.col,
-    cls: `ring ${c.winner}${c.ties ? " has-ties" : ""}`,
-    ties: c.ties || 0,
-    title: `${WINNER_NAME[c.winner]}${c.ties ? `, then ${c.ties} tie${c.ties > 1 ? "s" : ""}` : ""}`,
-  }));
+  return cells.map((c) => {
+    const pairs = pairsOf(c);
+    const ties = c.ties ? `, then ${c.ties} tie${c.ties > 1 ? "s" : ""}` : "";
+    return {
+      row: c.row,
+      col: c.col,
+      cls: `ring ${c.winner}${c.ties ? " has-ties" : ""}`,
+      ties: c.ties || 0,
+      pairs,
+      title: `${WINNER_NAME[c.winner]}${pairWords(pairs)}${ties}`,
+    };
+  });
 }
 
 function derivedCells(marks, style) {

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import shutil
 import threading
 import time
@@ -25,6 +26,7 @@ from typing import Any
 
 from server.app import Node
 from server.config import Settings
+from server.core.cards import Card, full_deck
 from server.runtime.clock import SystemClock
 from server.store.memory import MemoryStore
 
@@ -88,10 +90,44 @@ def chromium_path() -> str | None:
     return None
 
 
-class LiveServer:
-    """Server nodes on a loop of their own, driven from the (synchronous) test thread."""
+class StackedRandom(random.Random):
+    """A random source whose first shuffle deals `top` first (then the rest of the shoe's
+    cards in some order), and whose later shuffles are random: Fisher-Yates driven backwards,
+    so the server's own shuffle (server/core/shoe.py) stacks the shoe. `top` starts with the
+    burn card."""
 
-    def __init__(self, tables: str = TABLES, **overrides: Any) -> None:
+    def __init__(self, decks: int, top: list[Card], seed: int = 1) -> None:
+        super().__init__(seed)
+        cards = full_deck() * decks
+        rest = list(cards)
+        for card in top:
+            rest.remove(card)  # ValueError: the shoe does not hold that many of it
+        target = top + rest
+        self.answers: list[int] = []
+        for i in range(len(cards) - 1, 0, -1):  # fisher_yates: j = randrange(i + 1)
+            j = cards.index(target[i], 0, i + 1)
+            self.answers.append(j)
+            cards[i], cards[j] = cards[j], cards[i]
+        self.answers.reverse()  # consumed from the end
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:  # type: ignore[override]
+        if self.answers and stop is None and step == 1:
+            j = self.answers.pop()
+            assert j < start, "a shuffle of another shoe size"
+            return j
+        return super().randrange(start, stop, step)
+
+
+class LiveServer:
+    """Server nodes on a loop of their own, driven from the (synchronous) test thread.
+    `rngs` gives tables (by id) a random source of the test's, e.g. a StackedRandom."""
+
+    def __init__(
+        self,
+        tables: str = TABLES,
+        rngs: dict[str, random.Random] | None = None,
+        **overrides: Any,
+    ) -> None:
         self.overrides = {
             "tables": tables,
             "static_dir": str(CLIENT_DIR),
@@ -99,6 +135,7 @@ class LiveServer:
             **SHARED_IDENTITY,
             **overrides,
         }
+        self.rngs = rngs or {}
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="live-server")
         self.thread.start()
@@ -117,6 +154,8 @@ class LiveServer:
         async def start() -> None:
             self.store = MemoryStore(SystemClock().now_ms)
             self.owner = Node(self.settings("owner", 0), store=self.store)
+            for table_loop in self.owner.loops:
+                table_loop.rng = self.rngs.get(table_loop.table_id, table_loop.rng)
             await self.owner.start()  # first: its loops take every table's lease
 
         self.call(start())

@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from server.auth import mint_token
-from tests.browser.harness import ROUND_SECONDS, SHARED_IDENTITY, LiveServer, within
+from server.core.cards import parse_card
+from tests.browser.harness import (
+    ROUND_SECONDS,
+    SHARED_IDENTITY,
+    LiveServer,
+    StackedRandom,
+    within,
+)
 from tests.browser.test_page import balance, expect, table_state, wait_betting, wait_open
 
 PageFactory = Callable[..., Any]
@@ -273,3 +280,51 @@ def test_the_rounds_on_this_page_list_has_room_for_two_digit_numbers(
         }"""
     )
     assert room >= needed, f"{room}px of padding for a {needed}px marker"
+
+
+# t1's first shoe: As shown, 2d burned; round 1 deals P 4h, B Kc, P 4s, B 7d (Player 8 over
+# 7, a Player pair); round 2 P 2h, B 9c, P 3s, B 9d (Banker 8 over 5, a Banker pair).
+PAIRS_FIRST = [
+    parse_card(card) for card in ("As", "2d", "4h", "Kc", "4s", "7d", "2h", "9c", "3s", "9d")
+]
+# Each pair dot of a road's cells, in the cells' order: which hand, where its centre is in
+# the cell (as a fraction of the cell's width and height) and its colour.
+PAIR_DOTS = """(testid) => {
+ const cells = document.querySelectorAll(`[data-testid=${testid}] .cell`);
+ return [...cells].map((cell) => {
+  const c = cell.getBoundingClientRect();
+  return [...cell.querySelectorAll('[data-testid=pair-dot]')].map((dot) => {
+    const d = dot.getBoundingClientRect();
+    return {pair: dot.dataset.pair, x: (d.x + d.width / 2 - c.x) / c.width,
+            y: (d.y + d.height / 2 - c.y) / c.height, color: getComputedStyle(dot).backgroundColor,
+            visible: d.width > 2 && d.height > 2};
+  });
+ });
+}"""
+RED, BLUE = "rgb(210, 48, 58)", "rgb(47, 111, 219)"  # --banker, --player
+
+
+@pytest.mark.parametrize(
+    "server", [{"rngs": {"t1": StackedRandom(decks=8, top=PAIRS_FIRST)}}], indirect=True
+)
+def test_the_roads_show_a_dot_for_each_pair(open_page: PageFactory, server: LiveServer) -> None:
+    """A Player pair is a blue dot at the bottom right of its round's bead plate and big road
+    cells, a Banker pair a red dot at the top left; a round without a pair has no dot."""
+    page = open_page("/#/t/t1")
+    wait_open(page)
+    page.wait_for_function(
+        "Number(document.querySelector('[data-testid=big-road]').dataset.cells) >= 2",
+        timeout=within(4 * ROUND_SECONDS) * 1000,
+    )
+    assert page.evaluate("window.__baccarat.tables.get('t1').results").startswith("PB")
+    for road in ("bead-plate", "big-road"):
+        first, second, *later = page.evaluate(PAIR_DOTS, road)
+        assert [d["pair"] for d in first] == ["player"], road
+        assert [d["pair"] for d in second] == ["banker"], road
+        player, banker = first[0], second[0]
+        assert player["x"] > 0.5 and player["y"] > 0.5 and player["color"] == BLUE, road
+        assert banker["x"] < 0.5 and banker["y"] < 0.5 and banker["color"] == RED, road
+        assert player["visible"] and banker["visible"], road
+        assert all(dots == [] for dots in later), road  # the rounds after: no pair
+    title = page.get_by_test_id("bead-plate").locator(".cell").first.get_attribute("title")
+    assert title == "Player, Player pair"
