@@ -3,6 +3,7 @@ table with its own limits without code:
 
     [tables.vip]
     preset = "classic8"          # the rules it starts from (default: the table's id)
+    name = "VIP Baccarat"        # what players read (sent as rules.title)
     [tables.vip.limits]
     banker = [1000, 500000]      # minimum and maximum stake, minor units
 
@@ -28,12 +29,13 @@ TABLE_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 # key -> (type, where it goes); bool is checked apart from int (True is an int in Python).
 _RULE_KEYS: dict[str, type] = {
-    "name": str,
+    "name": str,  # the table's name for players: TableRules.title (the rules' name stays)
     "description": str,
     "decks": int,
     "cut_card_from_end": int,
     "reshuffle_every_round": bool,
 }
+_RULE_FIELDS = {"name": "title"}  # a file key -> its TableRules field, where they differ
 _PAYTABLE_KEYS: dict[str, type] = {
     "banker_commission_bp": int,
     "no_commission": bool,
@@ -84,7 +86,11 @@ def _table(table_id: str, spec: object) -> TableRules:
     preset = _typed(spec, "preset", str, where, default=table_id)
     try:
         base = rules_preset(preset)
-        rules_fields = {k: _typed(spec, k, t, where) for k, t in _RULE_KEYS.items() if k in spec}
+        rules_fields = {
+            _RULE_FIELDS.get(k, k): _typed(spec, k, t, where)
+            for k, t in _RULE_KEYS.items()
+            if k in spec
+        }
         paytable = _paytable(base.paytable, spec, where)
         limits = _limits(base.limits, spec.get("limits", {}), where)
         return dataclasses.replace(base, **rules_fields, paytable=paytable, limits=limits)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from server.tables_file import read_tables_file, tables_from_toml
 VIP = """
 [tables.vip]
 preset = "classic8"
-name = "VIP room"
+name = "VIP Baccarat"
 description = "High limits: Banker pays 0.95 to 1"
 [tables.vip.limits]
 banker = [1000, 500000]   # minimum and maximum, minor units
@@ -60,7 +61,8 @@ def test_every_rule_can_be_set_and_tables_keep_file_order() -> None:
     assert list(tables) == ["punto6", "high"]
     assert tables["punto6"] == PRESETS["punto6"]
     high = tables["high"]
-    assert (high.name, high.description, high.decks) == ("high-roller", "Salon prive", 6)
+    assert (high.title, high.description, high.decks) == ("high-roller", "Salon prive", 6)
+    assert high.name == "nocommission8"  # the rules' key stays the preset's
     assert (high.cut_card_from_end, high.reshuffle_every_round) == (14, True)
     assert high.paytable.no_commission and high.paytable.tie_pays == 9
     assert high.paytable.pair_pays == 25
@@ -146,11 +148,13 @@ async def test_a_node_serves_the_files_tables_with_their_limits(tmp_path: Path) 
         assert [(t["id"], t["limits"]["banker"]) for t in welcome["tables"]] == [
             ("vip", [1000, 500_000])
         ]
-        # What the lobby shows of the table: the file's name and description.
+        # What the lobby shows of the table: the file's name (as the title) and description;
+        # the rules' name stays the preset's.
         (vip,) = welcome["tables"]
-        assert (vip["name"], vip["description"]) == (
-            "VIP room",
+        assert (vip["title"], vip["description"], vip["name"]) == (
+            "VIP Baccarat",
             "High limits: Banker pays 0.95 to 1",
+            "classic8",
         )
         state = await node.store.load_state("vip")
         assert state is not None
@@ -159,3 +163,46 @@ async def test_a_node_serves_the_files_tables_with_their_limits(tmp_path: Path) 
         while (answer := json.loads(await ws.recv()))["type"] != "bet_rejected":
             pass
         assert answer["code"] == "LIMIT"
+
+
+NAMED = """
+[tables.vip]
+preset = "punto6"
+name = "The VIP Room"
+description = "High limits: Banker pays 0.95 to 1"
+[tables.plain]
+preset = "nocommission8"
+"""
+
+
+@pytest.mark.parametrize("source", ["presets", "file"])
+async def test_welcome_and_snapshot_carry_each_tables_title_and_description(
+    tmp_path: Path, source: str
+) -> None:
+    """What the lobby and the table's header show: a preset's title and description, or the
+    tables file's `name` (as `title`) and `description`; a file's table without them keeps
+    its preset's. `name` stays the rules' key, as in round_opened.rules."""
+    if source == "presets":
+        settings = Settings(port=0, tables="vip=punto6,plain=nocommission8")
+        vip = (PRESETS["punto6"].title, PRESETS["punto6"].description)
+    else:
+        path = tmp_path / "t.toml"
+        path.write_text(NAMED)
+        settings = Settings(port=0, tables_file=str(path))
+        vip = ("The VIP Room", "High limits: Banker pays 0.95 to 1")
+    plain = (PRESETS["nocommission8"].title, PRESETS["nocommission8"].description)
+    settings = dataclasses.replace(settings, static_dir=str(tmp_path / "none"))
+    async with (
+        Node(settings) as node,
+        connect(
+            f"ws://127.0.0.1:{node.port}/ws", subprotocols=[Subprotocol("baccarat.v1.json")]
+        ) as ws,
+    ):
+        welcome = json.loads(await ws.recv())
+        shown = {t["id"]: (t["title"], t["description"], t["name"]) for t in welcome["tables"]}
+        assert shown == {"vip": (*vip, "punto6"), "plain": (*plain, "nocommission8")}
+        await ws.send(json.dumps({"type": "join", "table": "vip"}))
+        while (snapshot := json.loads(await ws.recv()))["type"] != "snapshot":
+            pass
+        rules = snapshot["rules"]
+        assert (rules["title"], rules["description"], rules["name"]) == (*vip, "punto6")

@@ -15,6 +15,10 @@ __all__ = ["DEFAULT_PRESET", "PRESETS", "TableRules", "rules_preset"]
 
 @dataclass(frozen=True, slots=True)
 class TableRules:
+    """A table's rules. `name` is the rules' key (the preset's, e.g. "classic8": PRESETS,
+    `round_opened.rules`); `title` and `description` are for players (the lobby, the table's
+    header), set by the preset or per table in the tables file."""
+
     name: str
     decks: int = 8
     cut_card_from_end: int = 7  # cards left behind the cut card
@@ -22,6 +26,7 @@ class TableRules:
     paytable: Paytable = field(default_factory=Paytable)
     limits: TableLimits = field(default_factory=TableLimits)
     description: str = ""
+    title: str = ""  # the table's name for players, e.g. "Classic Baccarat"
 
     def __post_init__(self) -> None:
         if not 1 <= self.decks <= 8:
@@ -32,6 +37,7 @@ class TableRules:
     def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
+            "title": self.title,
             "decks": self.decks,
             "cut_card_from_end": self.cut_card_from_end,
             "reshuffle_every_round": self.reshuffle_every_round,
@@ -52,30 +58,35 @@ PRESETS: dict[str, TableRules] = {
     for rules in (
         TableRules(
             "classic8",
+            title="Classic Baccarat",
             decks=8,
             cut_card_from_end=7,
             description="Classic Punto Banco, eight decks: Banker pays 0.95 to 1, Tie 8 to 1",
         ),
         TableRules(
             "fourdeck",
+            title="Four-Deck Baccarat",
             decks=4,
             cut_card_from_end=7,
             description="A four-deck shoe, shuffled more often: Banker pays 0.95 to 1, Tie 8 to 1",
         ),
         TableRules(
             "punto6",
+            title="Punto Banco, Six Decks",
             decks=6,
             cut_card_from_end=14,
             description="Six decks, cut card 14 cards from the back: Banker pays 0.95 to 1",
         ),
         TableRules(
             "joggled6",
+            title="Fresh Shoe Baccarat",
             decks=6,
             reshuffle_every_round=True,
             description="Six decks shuffled before every hand: Banker pays 0.95 to 1",
         ),
         TableRules(
             "nocommission8",
+            title="No Commission Baccarat",
             decks=8,
             paytable=Paytable(no_commission=True),
             description="No commission: Banker pays 1 to 1, or half when it wins with a 6",

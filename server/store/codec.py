@@ -22,7 +22,7 @@ import msgpack
 from server.core.bets import Bet, Paytable, Spot, SpotLimit, TableLimits
 from server.core.cards import Card, decode_cards, encode_cards
 from server.core.events import Payload
-from server.core.rules import TableRules
+from server.core.rules import PRESETS, TableRules
 from server.core.shoe import Shoe
 from server.core.table import TableState
 from server.store.base import StateUnreadable
@@ -158,7 +158,8 @@ _MIGRATIONS = {0: _from_v0}  # format -> the step to the next one
 
 
 def rules_from_dict(data: Mapping[str, Any]) -> TableRules:
-    """The inverse of TableRules.to_dict."""
+    """The inverse of TableRules.to_dict. Rules stored before tables had a title get their
+    preset's (by name), or none."""
     paytable = Paytable(
         banker_commission_bp=int(data["banker_commission_bp"]),
         no_commission=bool(data["no_commission"]),
@@ -168,8 +169,12 @@ def rules_from_dict(data: Mapping[str, Any]) -> TableRules:
     limits = TableLimits(
         {Spot(spot): SpotLimit(int(low), int(high)) for spot, (low, high) in data["limits"].items()}
     )
+    name = str(data["name"])
+    preset = PRESETS.get(name)
+    title = data.get("title", preset.title if preset is not None else "")
     return TableRules(
-        name=str(data["name"]),
+        name=name,
+        title=str(title),
         decks=int(data["decks"]),
         cut_card_from_end=int(data["cut_card_from_end"]),
         reshuffle_every_round=bool(data["reshuffle_every_round"]),

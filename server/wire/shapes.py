@@ -114,7 +114,8 @@ Ref = str | int  # an echoed client ref: see wire.messages.echo_ref
 
 
 class RulesView(TypedDict):
-    name: str
+    name: str  # the rules' key (the preset's): what round_opened.rules says
+    title: str  # the table's name for players
     decks: int
     cut_card_from_end: int
     reshuffle_every_round: bool
@@ -536,6 +537,7 @@ EVENT_PAYLOADS: dict[str, type] = {
 def rules_view(rules: TableRules) -> RulesView:
     return {
         "name": rules.name,
+        "title": rules.title,
         "decks": rules.decks,
         "cut_card_from_end": rules.cut_card_from_end,
         "reshuffle_every_round": rules.reshuffle_every_round,

@@ -27,6 +27,19 @@ def test_preset_descriptions_speak_to_players() -> None:
         assert "Banker pays" in text, text
 
 
+def test_presets_have_a_title_for_players_beside_their_key() -> None:
+    """Each preset has a name for players ("Classic Baccarat") apart from its key
+    ("classic8"), which stays the rules' `name`; the wire map lists the title after it."""
+    titles = [rules.title for rules in PRESETS.values()]
+    assert PRESETS["classic8"].title == "Classic Baccarat"
+    assert len(set(titles)) == len(titles)
+    for name, rules in PRESETS.items():
+        assert rules.title[0].isupper() and rules.title != name, rules.title
+        assert "Baccarat" in rules.title or "Punto Banco" in rules.title, rules.title
+        assert list(rules.to_dict())[:2] == ["name", "title"]
+        assert rules.to_dict()["name"] == name
+
+
 def test_default_is_classic8() -> None:
     """The default preset is classic8: 8 decks, cut card 7 from the end, Tie 8:1, 5%."""
     rules = rules_preset(DEFAULT_PRESET)

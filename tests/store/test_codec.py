@@ -6,10 +6,16 @@ import random
 
 import pytest
 
-from server.core.rules import rules_preset
+from server.core.rules import PRESETS, TableRules, rules_preset
 from server.core.table import TableState, close_betting, deal_next_card, open_round
 from server.store.base import StateUnreadable
-from server.store.codec import STATE_FORMAT, packb, state_from_bytes, state_to_bytes
+from server.store.codec import (
+    STATE_FORMAT,
+    packb,
+    rules_from_dict,
+    state_from_bytes,
+    state_to_bytes,
+)
 
 RULES = rules_preset("classic8")
 
@@ -67,3 +73,15 @@ def test_a_malformed_shoe_is_unreadable(shoe: dict[str, object]) -> None:
     data = {"v": STATE_FORMAT, **_betting(5).to_dict(), "shoe": shoe}
     with pytest.raises(StateUnreadable):
         state_from_bytes(packb(data))
+
+
+def test_rules_read_back_with_their_title_and_older_ones_get_their_presets() -> None:
+    """Stored rules keep their title; rules stored before tables had one (a Redis table
+    keeps the rules it was made with) get their preset's title, or none for other rules."""
+    vip = TableRules("classic8", title="VIP room", description="High limits")
+    assert rules_from_dict(vip.to_dict()) == vip
+    for name, rules in PRESETS.items():
+        older = {k: v for k, v in rules.to_dict().items() if k != "title"}
+        assert rules_from_dict(older) == rules, name
+    custom = {k: v for k, v in TableRules("house", decks=2).to_dict().items() if k != "title"}
+    assert rules_from_dict(custom).title == ""
