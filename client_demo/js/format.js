@@ -99,6 +99,12 @@ export function limitText(limit) {
   return `${money(limit[0])} – ${money(limit[1])}`;
 }
 
+// A table's name for players: its rules' `title` (the preset's or the tables file's `name`),
+// else its id. (`rules.name` is the rules' key, e.g. "classic8": not for players.)
+export function tableTitle(id, rules) {
+  return rules?.title || id;
+}
+
 export function rulesSummary(rules) {
   if (!rules) return "";
   const parts = [`${rules.decks} deck${rules.decks === 1 ? "" : "s"}`];

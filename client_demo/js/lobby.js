@@ -1,7 +1,17 @@
 // The lobby: every table the server runs, its rules, what it is doing now, who is there.
 
 import { h, setAttr, setText } from "./dom.js";
-import { SPOTS, limitText, money, payoutText, phaseLabel, rulesSummary, seconds, spotLabel } from "./format.js";
+import {
+  SPOTS,
+  limitText,
+  money,
+  payoutText,
+  phaseLabel,
+  rulesSummary,
+  seconds,
+  spotLabel,
+  tableTitle,
+} from "./format.js";
 
 const STATUS_POLL_MS = 5000;
 const LETTER_CLASS = { B: "banker", P: "player", T: "tie" };
@@ -100,6 +110,7 @@ export class LobbyView {
       results: h("span", { class: "mini-road", "aria-label": "Results this shoe" }),
     };
     const rules = st.rules;
+    const title = tableTitle(st.id, rules);
     const limits = h(
       "table",
       { class: "lobby-limits" },
@@ -129,10 +140,15 @@ export class LobbyView {
       h(
         "div",
         { class: "lobby-head" },
-        h("h3", {}, st.id, rules.name && rules.name !== st.id ? h("span", { class: "lobby-name", text: rules.name }) : null),
+        h(
+          "h3",
+          {},
+          h("span", { class: "lobby-title", "data-testid": "lobby-title", text: title }),
+          title !== st.id ? h("span", { class: "lobby-id", text: st.id }) : null,
+        ),
         parts.phase,
       ),
-      h("p", { class: "lobby-desc", text: rules.description || rules.name }),
+      rules.description ? h("p", { class: "lobby-desc", "data-testid": "lobby-desc", text: rules.description }) : null,
       h("p", { class: "lobby-rules", text: rulesSummary(rules) }),
       limits,
       h("div", { class: "lobby-live" }, parts.round, parts.time, parts.people),

@@ -2,7 +2,7 @@
 
 import { App } from "./app.js";
 import { h, setAttr, setText } from "./dom.js";
-import { money } from "./format.js";
+import { money, tableTitle } from "./format.js";
 import { LobbyView } from "./lobby.js";
 import { TableView } from "./table_view.js";
 
@@ -99,7 +99,8 @@ function route() {
   view.update({ kind: "route" });
   const title = view.el.querySelector("h2");
   if (title) title.focus({ preventScroll: true });
-  document.title = match ? `${decodeURIComponent(match[1])} · Live Baccarat` : "Live Baccarat";
+  const tableId = match ? decodeURIComponent(match[1]) : null;
+  document.title = match ? `${tableTitle(tableId, app.tables.get(tableId)?.rules)} · Live Baccarat` : "Live Baccarat";
   header.update(); // the notices shown depend on the table in view
 }
 

@@ -13,6 +13,7 @@ import {
   seconds,
   signedMoney,
   spotLabel,
+  tableTitle,
   winnerLabel,
 } from "./format.js";
 import { renderRoads, scoreboard } from "./roads.js";
@@ -164,11 +165,16 @@ export class TableView {
         "header",
         { class: "table-head" },
         h("a", { class: "back", href: "#/", title: "Back to the lobby (Esc)" }, "← Lobby"),
-        h("h2", { id: "table-title", tabindex: "-1", text: st.id }),
+        h("h2", { id: "table-title", tabindex: "-1", "data-table": st.id, text: tableTitle(st.id, rules) }),
+        tableTitle(st.id, rules) !== st.id ? h("span", { class: "table-id", text: st.id }) : null,
         p.round,
         p.phase,
         p.countdown,
-        h("p", { class: "table-rules", text: `${rules.description || rules.name} — ${rulesSummary(rules)}` }),
+        h("p", {
+          class: "table-rules",
+          "data-testid": "table-rules",
+          text: [rules.description, rulesSummary(rules)].filter(Boolean).join(" — "),
+        }),
       ),
       h(
         "div",

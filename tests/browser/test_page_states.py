@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from server.auth import mint_token
 from server.core.cards import parse_card
+from server.core.rules import PRESETS
 from tests.browser.harness import (
     ROUND_SECONDS,
     SHARED_IDENTITY,
@@ -251,7 +253,7 @@ def test_notices_about_other_tables_are_not_shown_and_go_at_a_reconnect(
     wait_open(page)
     assert page.evaluate("window.__baccarat.notices.filter(n => n.table === 't2').length") == 0
     page.goto(f"{server.url}#/t/t2")
-    expect(page.locator("h2")).to_have_text("t2")
+    expect(page.locator("h2")).to_have_attribute("data-table", "t2")
     assert "Table t2" not in notice.inner_text()
 
 
@@ -328,3 +330,38 @@ def test_the_roads_show_a_dot_for_each_pair(open_page: PageFactory, server: Live
         assert all(dots == [] for dots in later), road  # the rounds after: no pair
     title = page.get_by_test_id("bead-plate").locator(".cell").first.get_attribute("title")
     assert title == "Player, Player pair"
+
+
+NAMED_TABLES = Path(__file__).with_name("named_tables.toml")
+
+
+@pytest.mark.parametrize(
+    "server", [{"tables": "", "tables_file": str(NAMED_TABLES)}], indirect=True
+)
+def test_the_lobby_and_the_table_header_show_each_tables_name_and_description(
+    open_page: PageFactory, server: LiveServer
+) -> None:
+    """A table's name for players and its description, from the tables file (t1) or its
+    preset (t2), head its lobby entry and its table's header; the id is shown beside it and
+    the rules' key (classic8) nowhere."""
+    punto6 = PRESETS["punto6"]
+    shown = {
+        "t1": ("The High Room", "High limits: Banker pays 0.95 to 1, Tie 8 to 1"),
+        "t2": (punto6.title, punto6.description),
+    }
+    page = open_page("/")
+    wait_open(page)
+    for table, (title, description) in shown.items():
+        entry = page.get_by_test_id(f"table-{table}")
+        expect(entry.get_by_test_id("lobby-title")).to_have_text(title)
+        expect(entry.locator(".lobby-id")).to_have_text(table)
+        expect(entry.get_by_test_id("lobby-desc")).to_have_text(description)
+        expect(entry).not_to_contain_text(("classic8", "punto6")[table == "t2"])
+    for table, (title, description) in shown.items():
+        page.goto(f"{server.url}#/t/{table}")
+        heading = page.locator("h2")
+        expect(heading).to_have_attribute("data-table", table)
+        expect(heading).to_have_text(title)
+        expect(page.locator(".table-head .table-id")).to_have_text(table)
+        expect(page.get_by_test_id("table-rules")).to_contain_text(description)
+        expect(page).to_have_title(f"{title} · Live Baccarat")
