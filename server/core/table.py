@@ -12,11 +12,12 @@ import random
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from server.core import events as ev
 from server.core.bets import Bet, BetTotals, Outcome, Payout, settle_bets
 from server.core.cards import Card
 from server.core.coup import Coup, resolve_coup
 from server.core.errors import BetRejected, NotEnoughCards, RejectCode
-from server.core.events import EventKind, Payload, event
+from server.core.events import CardFace, EventPayload, RoundResultPayload
 from server.core.rules import TableRules
 from server.core.shoe import MAX_COUP_CARDS, Shoe
 
@@ -32,6 +33,7 @@ __all__ = [
     "pause_table",
     "publish_totals",
     "restart_table",
+    "result_event",
     "result_fields",
     "result_letter",
     "resume_table",
@@ -117,7 +119,7 @@ def _int(value: object) -> int:
 @dataclass(frozen=True, slots=True)
 class Transition:
     state: TableState
-    events: list[Payload]
+    events: list[EventPayload]
 
 
 def _advance(state: TableState, **changes: object) -> TableState:
@@ -129,7 +131,7 @@ def open_round(
 ) -> Transition:
     """Open the next round's betting window, shuffling a new shoe first when one is due."""
     assert _between_rounds(state) and not state.paused, (state.phase, state.paused)
-    events: list[Payload] = []
+    events: list[EventPayload] = []
     shoe = Shoe(state.shoe.cards, state.shoe.position, state.shoe.cut_index) if state.shoe else None
     shoe_number, results = state.shoe_number, state.results
     new_shoe = (
@@ -143,8 +145,7 @@ def open_round(
         shoe = Shoe.shuffled(rules.decks, rules.cut_card_from_end, rng)
         shoe_number, results = shoe_number + 1, ""
         events.append(
-            event(
-                EventKind.SHOE_SHUFFLED,
+            ev.shoe_shuffled(
                 shoe=shoe_number,
                 decks=rules.decks,
                 cut_index=shoe.cut_index,
@@ -152,20 +153,15 @@ def open_round(
             )
         )
         burn = shoe.burn()
-        events.append(
-            event(
-                EventKind.BURN, shoe=shoe_number, shown=_card_fields(burn.shown), burned=burn.burned
-            )
-        )
+        events.append(ev.burn(shoe=shoe_number, shown=_face(burn.shown), burned=burn.burned))
     assert shoe is not None
     last_hand = shoe.is_last_hand()
     if last_hand and shoe.position == shoe.cut_index:
         # The cut card came out before the first card of this hand: this hand is the last.
-        events.append(event(EventKind.CUT_CARD, shoe=shoe_number, last_round=round_no))
+        events.append(ev.cut_card(shoe=shoe_number, last_round=round_no))
     closes_at = now_ms + window_ms
     events.append(
-        event(
-            EventKind.ROUND_OPENED,
+        ev.round_opened(
             closes_at=closes_at,
             shoe=shoe_number,
             last_hand=last_hand,
@@ -195,13 +191,13 @@ def pause_table(state: TableState) -> Transition:
     """Hold the table between two rounds (an operator's pause): no round opens until
     resume_table. The round in play is never cut short: the owner pauses only once it ended."""
     assert _between_rounds(state) and not state.paused, (state.phase, state.paused)
-    return Transition(_advance(state, paused=True), [event(EventKind.TABLE_PAUSED)])
+    return Transition(_advance(state, paused=True), [ev.table_paused()])
 
 
 def resume_table(state: TableState) -> Transition:
     """Let a paused table open rounds again."""
     assert state.paused, "the table is not paused"
-    return Transition(_advance(state, paused=False), [event(EventKind.TABLE_RESUMED)])
+    return Transition(_advance(state, paused=False), [ev.table_resumed()])
 
 
 def verify_bet_window(state: TableState, round_no: object, now_ms: int) -> None:
@@ -214,10 +210,8 @@ def verify_bet_window(state: TableState, round_no: object, now_ms: int) -> None:
         )
 
 
-def _totals_event(totals: BetTotals) -> Payload:
-    return event(
-        EventKind.BET_TOTALS, totals=dict(totals.totals), bettors=totals.bettors, bets=totals.bets
-    )
+def _totals_event(totals: BetTotals) -> EventPayload:
+    return ev.bet_totals(totals=totals.totals, bettors=totals.bettors, bets=totals.bets)
 
 
 def publish_totals(state: TableState, totals: BetTotals) -> Transition:
@@ -231,7 +225,7 @@ def close_betting(state: TableState, totals: BetTotals | None = None) -> Transit
     when given, are the round's final totals, shown just before the close."""
     assert state.phase is Phase.BETTING, state.phase
     events = [_totals_event(totals)] if totals is not None else []
-    events.append(event(EventKind.BETTING_CLOSED))
+    events.append(ev.betting_closed())
     return Transition(_advance(state, phase=Phase.DEALING), events)
 
 
@@ -241,7 +235,7 @@ def coup_of(state: TableState) -> Coup:
     return resolve_coup(state.shoe.cards[state.round_start : state.round_start + MAX_COUP_CARDS])
 
 
-def _card_fields(card: Card) -> dict[str, object]:
+def _face(card: Card) -> CardFace:
     return {"rank": card.rank, "suit": card.suit.value if card.suit else None}
 
 
@@ -253,7 +247,7 @@ def deal_next_card(state: TableState) -> Transition:
     hand, card = coup.deal_order[state.dealt]
     index = state.round_start + state.dealt
     shoe = Shoe(state.shoe.cards, index + 1, state.shoe.cut_index)
-    events = []
+    events: list[EventPayload] = []
     last_hand = state.last_hand
     if index == state.shoe.cut_index and state.dealt > 0:
         # Cut card out mid-hand: finish this hand, deal one more, then a new shoe. If the
@@ -261,13 +255,14 @@ def deal_next_card(state: TableState) -> Transition:
         one_more = _coup_fits(state.shoe, state.round_start + coup.cards_used)
         last_hand = last_hand or not one_more
         last_round = state.round + 1 if one_more else state.round
-        events.append(event(EventKind.CUT_CARD, shoe=state.shoe_number, last_round=last_round))
-    events.append(event(EventKind.CARD, hand=hand.value, index=state.dealt, **_card_fields(card)))
+        events.append(ev.cut_card(shoe=state.shoe_number, last_round=last_round))
+    suit = card.suit.value if card.suit else None
+    events.append(ev.card(hand=hand.value, index=state.dealt, rank=card.rank, suit=suit))
     dealt = state.dealt + 1
     results = state.results
     if dealt == coup.cards_used:
         results += RESULT_LETTERS[coup.winner.value]
-        events.append(event(EventKind.ROUND_RESULT, **result_fields(coup)))
+        events.append(result_event(coup))
     next_state = _advance(state, shoe=shoe, dealt=dealt, results=results, last_hand=last_hand)
     return Transition(next_state, events)
 
@@ -285,19 +280,24 @@ def _coup_fits(shoe: Shoe, start: int) -> bool:
     return True
 
 
+def result_event(coup: Coup) -> RoundResultPayload:
+    """The `round_result` event: what the coup's cards decide."""
+    return ev.round_result(
+        winner=coup.winner.value,
+        player_total=coup.player_total,
+        banker_total=coup.banker_total,
+        natural=coup.natural,
+        player_pair=coup.player_pair,
+        banker_pair=coup.banker_pair,
+        cards_used=coup.cards_used,
+        player=[str(card) for card in coup.player],
+        banker=[str(card) for card in coup.banker],
+    )
+
+
 def result_fields(coup: Coup) -> dict[str, object]:
-    """The fields of a `round_result` event: what the coup's cards decide."""
-    return {
-        "winner": coup.winner.value,
-        "player_total": coup.player_total,
-        "banker_total": coup.banker_total,
-        "natural": coup.natural,
-        "player_pair": coup.player_pair,
-        "banker_pair": coup.banker_pair,
-        "cards_used": coup.cards_used,
-        "player": [str(card) for card in coup.player],
-        "banker": [str(card) for card in coup.banker],
-    }
+    """The fields of a `round_result` event but its kind (what a client checks them against)."""
+    return {key: value for key, value in result_event(coup).items() if key != "kind"}
 
 
 def result_letter(state: TableState) -> str:
@@ -314,28 +314,21 @@ def settle_round(
     payouts = settle_bets(rules.paytable, bets, coup)
     staked = sum(p.amount for p in payouts)
     paid = sum(p.credit for p in payouts)
-    ev = event(
-        EventKind.ROUND_SETTLED,
-        winner=coup.winner.value,
-        bets=len(payouts),
-        staked=staked,
-        paid=paid,
+    settled = ev.round_settled(
+        winner=coup.winner.value, bets=len(payouts), staked=staked, paid=paid
     )
-    return Transition(_advance(state, phase=Phase.SETTLED), [ev]), payouts
+    return Transition(_advance(state, phase=Phase.SETTLED), [settled]), payouts
 
 
 def void_round(state: TableState, bets: list[Bet], reason: str) -> tuple[Transition, list[Payout]]:
     """Void an open or dealing round: every stake goes back exactly once."""
     assert state.phase in (Phase.BETTING, Phase.DEALING), state.phase
     refunds = [Payout(b.bet_id, b.player, b.spot, b.amount, Outcome.PUSH, b.amount) for b in bets]
-    ev = event(
-        EventKind.ROUND_VOIDED,
-        reason=reason,
-        bets=len(refunds),
-        refunded=sum(p.credit for p in refunds),
+    voided = ev.round_voided(
+        reason=reason, bets=len(refunds), refunded=sum(p.credit for p in refunds)
     )
     # The next round starts a fresh shoe: a voided round's cards must not be reused.
-    return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [ev]), refunds
+    return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [voided]), refunds
 
 
 def bare_state(header: TableState) -> TableState:

@@ -19,14 +19,14 @@ import secrets
 from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
 
 from server.core.bets import Bet, BetTotals, Payout
-from server.core.events import Payload
+from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import TableState
 from server.store.wallet import Wallet
+from server.wire.shapes import PayoutView, TableEvent
 
 __all__ = [
     "DEFAULT_HISTORY_EVENTS",
@@ -45,7 +45,7 @@ __all__ = [
     "new_epoch",
 ]
 
-Event = dict[str, Any]  # a stored event exactly as broadcast: type, table, seq, round, kind, ...
+Event = TableEvent  # a stored event exactly as broadcast: type, table, seq, round, ts, kind, ...
 
 DEFAULT_HISTORY_EVENTS = 20_000  # live events kept per table for `since` catch-up
 DEFAULT_HISTORY_ROUNDS = 1_000  # rounds kept per table for replay
@@ -79,17 +79,6 @@ class BetReceipt:
     amount: int
     balance: int
 
-    def to_message(self) -> dict[str, Any]:
-        return {
-            "type": "bet_accepted",
-            "table": self.table,
-            "round": self.round,
-            "bet_id": self.bet_id,
-            "spot": self.spot,
-            "amount": self.amount,
-            "balance": self.balance,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Settlement:
@@ -97,17 +86,8 @@ class Settlement:
 
     table: str
     round: int
-    payouts: list[dict[str, Any]]
+    payouts: list[PayoutView]
     balance: int
-
-    def to_message(self) -> dict[str, Any]:
-        return {
-            "type": "settlement",
-            "table": self.table,
-            "round": self.round,
-            "payouts": self.payouts,
-            "balance": self.balance,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +199,7 @@ class Store(Wallet):
         fence: int,
         expected_version: int,
         state: TableState,
-        events: list[Payload],
+        events: list[EventPayload],
         payouts: list[Payout] | None = None,
         summary: RoundSummary | None = None,
     ) -> list[Event]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot, verify_bet
 from server.core.errors import BetRejected, RejectCode
-from server.core.events import Payload
+from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import TableState, verify_bet_window
@@ -46,6 +46,8 @@ from server.store.wallet import (
     Movement,
     check_movement,
 )
+from server.wire.envelope import stamp
+from server.wire.shapes import payout_view
 
 __all__ = ["MemoryStore"]
 
@@ -316,7 +318,7 @@ class MemoryStore(Store):
         fence: int,
         expected_version: int,
         state: TableState,
-        events: list[Payload],
+        events: list[EventPayload],
         payouts: list[Payout] | None = None,
         summary: RoundSummary | None = None,
     ) -> list[Event]:
@@ -368,7 +370,7 @@ class MemoryStore(Store):
             self._in_play -= staked
             self._house += staked - credit
             record.settlements[player] = Settlement(
-                state.table_id, state.round, [p.to_dict() for p in mine], wallet.balance
+                state.table_id, state.round, [payout_view(p) for p in mine], wallet.balance
             )
             body = record_body(state.table_id, state.round, mine, summary)
             wallet.history.appendleft(history_record(body, now, wallet.balance))
@@ -387,22 +389,16 @@ class MemoryStore(Store):
         return {player: held[player] for player in players if player in held}
 
     # --- events ---------------------------------------------------------------------------
-    def _append(self, table: _Table, payloads: list[Payload]) -> list[Event]:
+    def _append(self, table: _Table, payloads: list[EventPayload]) -> list[Event]:
         stored = []
         now = self._now_ms()
+        table_id, round_no = table.header.table_id, table.header.round
         for payload in payloads:
             table.seq += 1
-            ev: Event = {
-                "type": "event",
-                "table": table.header.table_id,
-                "seq": table.seq,
-                "round": table.header.round,
-                "ts": now,
-                **payload,
-            }
+            ev = stamp(table_id, table.seq, round_no, now, payload)
             stored.append(ev)
             table.events.append(ev)
-            self._round(table, ev["round"]).events.append(ev)
+            self._round(table, round_no).events.append(ev)
         while len(table.events) > self._history_events:
             table.events.popleft()
         if stored:

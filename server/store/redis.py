@@ -49,7 +49,7 @@ from server.core.bets import (
     verify_bet,
 )
 from server.core.errors import BetRejected, RejectCode
-from server.core.events import Payload
+from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import Phase, TableState
@@ -72,7 +72,6 @@ from server.store.base import (
 from server.store.codec import (
     bet_from_bytes,
     packb,
-    payload_pairs,
     rules_from_dict,
     state_from_bytes,
     state_to_bytes,
@@ -89,6 +88,7 @@ from server.store.wallet import (
     Movement,
     check_movement,
 )
+from server.wire.envelope import template
 
 __all__ = ["RedisStore"]
 
@@ -636,7 +636,7 @@ class RedisStore(Store):
         fence: int,
         expected_version: int,
         state: TableState,
-        events: list[Payload],
+        events: list[EventPayload],
         payouts: list[Payout] | None = None,
         summary: RoundSummary | None = None,
     ) -> list[Event]:
@@ -645,7 +645,7 @@ class RedisStore(Store):
         args += [state_to_bytes(state), state.phase.value, state.round, state.closes_at_ms]
         args += [state.version, state.shoe_number, self._recall_rounds, len(events)]
         for payload in events:
-            args += payload_pairs(payload)
+            args += template(table_id, state.round, payload)
         players = []
         for player, mine in _by_player(payouts or []).items():
             credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import structlog
 
@@ -244,7 +244,7 @@ class PlayerSession:
                 self.ctx.tables,
                 self.encoding.value,
                 self.ctx.node_id,
-                cast(shapes.RoleName, self.role),
+                self.identity.role.value,
                 self.token,
                 name=self.identity.name if self.identity.player is not None else None,
             )
@@ -440,7 +440,7 @@ class PlayerSession:
                 settled.clear()
                 continue
             for event in missed:
-                self.send(cast(shapes.TableEvent, event))
+                self.send(event)
                 if event.get("kind") in SETTLING_KINDS:
                     settled.append(event["round"])
                 after = event["seq"]
@@ -525,7 +525,7 @@ class PlayerSession:
             shapes.replay(
                 replay.table,
                 replay.round,
-                cast(list[shapes.TableEvent], page),
+                page,
                 more=len(events) > len(page),
             )
         )
@@ -551,9 +551,10 @@ class PlayerSession:
         self._settled[key] = None
         if len(self._settled) > SETTLEMENTS_REMEMBERED:
             del self._settled[next(iter(self._settled))]
-        payouts = cast(list[shapes.PayoutView], settlement.payouts)
         self.send(
-            shapes.settlement(settlement.table, settlement.round, payouts, settlement.balance)
+            shapes.settlement(
+                settlement.table, settlement.round, settlement.payouts, settlement.balance
+            )
         )
 
     # --- resync: the hub lost this session's place in a table's history --------------------

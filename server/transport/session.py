@@ -92,9 +92,9 @@ class Session:
         broadcast([self.ws], frame)
 
     def send(self, message: shapes.ServerMessage) -> None:
-        self.push(message)  # type: ignore[arg-type]
+        self.push(message)
 
-    def push(self, message: dict[str, Any]) -> None:
+    def push(self, message: shapes.ServerMessage) -> None:
         if self._dropped:
             return
         if self.over_buffer_limit():  # asks (pings, replays) but never reads: drop it too

@@ -14,7 +14,17 @@ from server.core.rules import PRESETS
 from server.core.table import Phase, TableState, close_betting, settle_round
 from server.store.base import StaleWrite, StateUnreadable, Store
 from server.store.codec import STATE_FORMAT, packb, state_to_bytes, unpackb
-from tests.store import RULES, TABLE, Owner, bet, read_blob, take, write_blob
+from tests.store import (
+    RULES,
+    TABLE,
+    Owner,
+    accepted_message,
+    bet,
+    read_blob,
+    settlement_message,
+    take,
+    write_blob,
+)
 from tests.store.conftest import Advance, StoreFactory
 
 
@@ -96,7 +106,7 @@ async def test_place_bet_debits_and_returns_receipt(table: Store) -> None:
     """An accepted bet debits the balance and answers with a receipt."""
     await (await Owner(table).start()).open()
     receipt = await bet(table, "alice", 300, "banker", bet_id="b1")
-    assert receipt.to_message() == {
+    assert accepted_message(receipt) == {
         "type": "bet_accepted",
         "table": TABLE,
         "round": 1,
@@ -435,7 +445,7 @@ async def test_settlement_per_player(table: Store) -> None:
         expected = start - sum(p.amount for p in mine) + sum(p.credit for p in mine)
         settlement = await table.settlement(TABLE, 1, player)
         assert settlement is not None
-        assert settlement.to_message() == {
+        assert settlement_message(settlement) == {
             "type": "settlement",
             "table": TABLE,
             "round": 1,

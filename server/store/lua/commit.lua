@@ -4,7 +4,8 @@
 --       then (balance, in_play, history) of each paid player.
 -- ARGV: 1 id, 2 prefix, 3 keep_events, 4 keep_rounds, 5 fence, 6 expected version,
 --       7 state blob, 8 phase, 9 round, 10 closes_at_ms, 11 version, 12 shoe number,
---       13 recall rounds kept per player, 14 n events, then (npairs, pairs) per event,
+--       13 recall rounds kept per player, 14 n events, then per event the three parts of
+--       its msgpack around its seq and ts (see append_event),
 --       then (player, credit, -staked, house share, payouts, record) per paid player, as in
 --       KEYS; `record` is the msgpack map of the player's history record but its time and
 --       balance after; last, the channel of settled notices.
@@ -28,7 +29,7 @@ redis.call('HSET', KEYS[1], 'blob', ARGV[7], 'phase', ARGV[8], 'round', ARGV[9],
 local t = table_context(ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4])
 t.round, t.ts = ARGV[9], now_ms()
 local n = tonumber(ARGV[14])
-local base = 14 + 2 * n
+local base = 14 + 3 * n
 local paid = {}
 for i = 0, (#KEYS - 4) / 3 - 1 do
   local k, a = 5 + 3 * i, base + 6 * i
@@ -51,7 +52,8 @@ for i = 0, (#KEYS - 4) / 3 - 1 do
 end
 local out = {'OK'}
 for i = 1, n do
-  out[#out + 1] = append_event(t, tonumber(ARGV[13 + 2 * i]), ARGV[14 + 2 * i])
+  local at = 12 + 3 * i
+  out[#out + 1] = append_event(t, ARGV[at], ARGV[at + 1], ARGV[at + 2])
 end
 if #paid > 0 then
   redis.call('PUBLISH', ARGV[#ARGV], cmsgpack.pack({t.id, tonumber(t.round), paid}))

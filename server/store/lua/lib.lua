@@ -13,15 +13,7 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The header of a msgpack map with n entries (fixmap up to 15, else map16).
-local function map_header(n)
-  if n < 16 then
-    return string.char(0x80 + n)
-  end
-  return string.char(0xde, math.floor(n / 256), n % 256)
-end
-
--- The table's context: its keys, its history limits, the round and ts to stamp.
+-- The table's context: its keys, its history limits, the round and the ts to stamp.
 local function table_context(id, prefix, state, stream, rounds, keep_events, keep_rounds)
   return {
     id = id,
@@ -68,19 +60,14 @@ local function archive_round(t)
   end
 end
 
--- Append one event with the next seq: a msgpack map of type, table, seq, round, ts and then
--- the payload's npairs key/value pairs, already encoded by the caller. Stream entry IDs are
--- <seq>-0, so XRANGE by seq is direct; the stream keeps exactly keep_events entries and the
--- round's list keeps every event of the round.
-local function append_event(t, npairs, pairs)
+-- Append one event with the next seq. The caller encoded the event (server/wire/envelope.py)
+-- but for the two values assigned here, atomically with the append: this joins its three
+-- parts around the msgpack of the seq and of t.ts, and defines no key itself. Stream entry
+-- IDs are <seq>-0, so XRANGE by seq is direct; the stream keeps exactly keep_events entries
+-- and the round's list keeps every event of the round.
+local function append_event(t, before_seq, before_ts, after_ts)
   local seq = redis.call('HINCRBY', t.state, 'seq', 1)
-  local ev = map_header(npairs + 5)
-    .. cmsgpack.pack('type') .. cmsgpack.pack('event')
-    .. cmsgpack.pack('table') .. cmsgpack.pack(t.id)
-    .. cmsgpack.pack('seq') .. cmsgpack.pack(seq)
-    .. cmsgpack.pack('round') .. cmsgpack.pack(tonumber(t.round))
-    .. cmsgpack.pack('ts') .. cmsgpack.pack(t.ts)
-    .. pairs
+  local ev = before_seq .. cmsgpack.pack(seq) .. before_ts .. cmsgpack.pack(t.ts) .. after_ts
   redis.call('XADD', t.stream, 'MAXLEN', t.keep_events, int(seq) .. '-0', 'e', ev)
   archive_round(t)
   redis.call('RPUSH', t.prefix .. 'round:' .. t.round, ev)
