@@ -9,6 +9,7 @@ a clock or does I/O: `now_ms` and the random source come in as arguments.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -32,11 +33,14 @@ __all__ = [
     "open_round",
     "pause_table",
     "publish_totals",
+    "refund_bets",
     "restart_table",
     "result_event",
     "result_fields",
     "result_letter",
     "resume_table",
+    "round_settled",
+    "round_voided",
     "settle_round",
     "verify_bet_window",
     "void_round",
@@ -308,27 +312,49 @@ def settle_round(
     state: TableState, rules: TableRules, bets: list[Bet]
 ) -> tuple[Transition, list[Payout]]:
     """Settle every bet of a fully dealt round against its coup."""
+    payouts = settle_bets(rules.paytable, bets, _settling_coup(state))
+    return round_settled(state, payouts), payouts
+
+
+def _settling_coup(state: TableState) -> Coup:
     assert state.phase is Phase.DEALING, state.phase
     coup = coup_of(state)
     assert state.dealt == coup.cards_used, "settling before the last card"
-    payouts = settle_bets(rules.paytable, bets, coup)
+    return coup
+
+
+def round_settled(state: TableState, payouts: list[Payout]) -> Transition:
+    """The transition that ends a fully dealt round, for the payouts settle_bets made of all
+    its bets against its coup (settle_round in one go; the table loop in slices)."""
+    coup = _settling_coup(state)
     staked = sum(p.amount for p in payouts)
     paid = sum(p.credit for p in payouts)
     settled = ev.round_settled(
         winner=coup.winner.value, bets=len(payouts), staked=staked, paid=paid
     )
-    return Transition(_advance(state, phase=Phase.SETTLED), [settled]), payouts
+    return Transition(_advance(state, phase=Phase.SETTLED), [settled])
+
+
+def refund_bets(bets: Iterable[Bet]) -> list[Payout]:
+    """Each bet's stake back, as a push: what voiding a round pays."""
+    return [Payout(b.bet_id, b.player, b.spot, b.amount, Outcome.PUSH, b.amount) for b in bets]
 
 
 def void_round(state: TableState, bets: list[Bet], reason: str) -> tuple[Transition, list[Payout]]:
     """Void an open or dealing round: every stake goes back exactly once."""
+    refunds = refund_bets(bets)
+    return round_voided(state, refunds, reason), refunds
+
+
+def round_voided(state: TableState, refunds: list[Payout], reason: str) -> Transition:
+    """The transition that voids an open or dealing round, for the refunds refund_bets made
+    of all its bets (void_round in one go; the table loop in slices)."""
     assert state.phase in (Phase.BETTING, Phase.DEALING), state.phase
-    refunds = [Payout(b.bet_id, b.player, b.spot, b.amount, Outcome.PUSH, b.amount) for b in bets]
     voided = ev.round_voided(
         reason=reason, bets=len(refunds), refunded=sum(p.credit for p in refunds)
     )
     # The next round starts a fresh shoe: a voided round's cards must not be reused.
-    return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [voided]), refunds
+    return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [voided])
 
 
 def bare_state(header: TableState) -> TableState:
@@ -343,15 +369,15 @@ def bare_state(header: TableState) -> TableState:
     )
 
 
-def restart_table(
-    bare: TableState, bets: list[Bet], reason: str
-) -> tuple[Transition, list[Payout]]:
+def restart_table(bare: TableState, refunds: list[Payout], reason: str) -> Transition:
     """Start a table over from its bare state (see bare_state). A round being dealt is voided
-    and every stake of it refunded, once (the commit is fenced and versioned); a settled or
-    voided one stays as it is. Either way the next round shuffles a new shoe. A round still
-    taking bets must be closed first (close_betting), so that `bets` are all of them."""
+    and every stake of it refunded (`refunds`: refund_bets of all its bets), once (the
+    commit is fenced and versioned); a settled or voided one stays as it is. Either way the
+    next round shuffles a new shoe. A round still taking bets must be closed first
+    (close_betting), so that the refunds are of all its bets."""
     assert bare.shoe is None and bare.phase is not Phase.BETTING, bare.phase
     if bare.phase is Phase.DEALING:
-        return void_round(bare, bets, reason)
+        return round_voided(bare, refunds, reason)
+    assert not refunds, "a settled or voided round has nothing left to refund"
     # No shoe: open_round shuffles a new one. Nothing to refund: the round was paid or voided.
-    return Transition(_advance(bare, last_hand=True), []), []
+    return Transition(_advance(bare, last_hand=True), [])

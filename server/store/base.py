@@ -206,7 +206,14 @@ class Store(Wallet):
         """Atomically: check fence and version, store `state`, credit `payouts` (recording
         each player's settlement of the round and, with `summary`, the round's cards and
         result, each player's game-recall record: see Wallet.history), append `events` with
-        the next seqs. Raises StaleWrite if the fence or the version is not current."""
+        the next seqs. Raises StaleWrite if the fence or the version is not current.
+
+        A player who already has a settlement of `state.round` is not credited again: a round
+        with many bets is settled in slices of whole players, each a commit of the unchanged
+        state (same version) with no events, before the commit that ends the round (the table
+        loop does, server/runtime/table_loop.py); a new owner that redoes a round its
+        predecessor left half settled credits only the players not yet paid. So a player's
+        payouts must all be in one commit."""
 
     @abc.abstractmethod
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None: ...
@@ -221,7 +228,8 @@ class Store(Wallet):
     @abc.abstractmethod
     def settled_notices(self) -> AbstractAsyncContextManager[AsyncIterator[SettledNotice]]:
         """Hear of every round settled or voided from now on, on every node of this store: a
-        commit that credits payouts sends one SettledNotice naming the players paid.
+        commit that credits payouts sends one SettledNotice naming the players it credited
+        (a round settled in slices sends one per slice, before the round's own event).
 
         `async with store.settled_notices() as notices: async for notice in notices: ...`
         Entering subscribes (the subscription is live once it returns); leaving stops.

@@ -328,11 +328,10 @@ class MemoryStore(Store):
         if table.header.version != expected_version:
             raise StaleWrite(f"version {expected_version} is stale; at {table.header.version}")
         table.blob, table.header = state_to_bytes(state), _header(state)
-        if payouts:
-            self._credit(table, state, payouts, summary)
+        paid = self._credit(table, state, payouts, summary) if payouts else ()
         appended = self._append(table, events)
-        if payouts:
-            self._notify(SettledNotice(state.table_id, state.round, _players_of(payouts)))
+        if paid:
+            self._notify(SettledNotice(state.table_id, state.round, paid))
         return appended
 
     def _notify(self, notice: SettledNotice) -> None:
@@ -355,13 +354,19 @@ class MemoryStore(Store):
         state: TableState,
         payouts: list[Payout],
         summary: RoundSummary | None,
-    ) -> None:
+    ) -> tuple[str, ...]:
+        """Credit each player's payouts and record its settlement, but for a player who has a
+        settlement of this round already (see Store.commit); returns the players credited."""
         by_player: dict[str, list[Payout]] = {}
         for payout in payouts:
             by_player.setdefault(payout.player, []).append(payout)
         record = self._round(table, state.round)
         now = self._now_ms()
+        paid = []
         for player, mine in by_player.items():
+            if player in record.settlements:
+                continue
+            paid.append(player)
             credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
             # A bettor has a record: it cannot expire while its stake is in play.
             wallet = self._players.setdefault(player, _Player(0))
@@ -376,6 +381,7 @@ class MemoryStore(Store):
             wallet.history.appendleft(history_record(body, now, wallet.balance))
             while len(wallet.history) > self._recall_rounds:
                 wallet.history.pop()
+        return tuple(paid)
 
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
         record = self._table(table_id).rounds.get(round_no)
@@ -499,11 +505,6 @@ class MemoryStore(Store):
             self._operator_out,
             self._expired,
         )
-
-
-def _players_of(payouts: list[Payout]) -> tuple[str, ...]:
-    """The players paid, each once, in the order of their first payout."""
-    return tuple(dict.fromkeys(payout.player for payout in payouts))
 
 
 async def _drain(queue: asyncio.Queue[SettledNotice]) -> AsyncIterator[SettledNotice]:

@@ -111,6 +111,7 @@ BATCH_MAX = 256  # commands one write carries; more calls in the same tick take 
 BET_BATCH_MAX = 64  # bets one place_bet script takes: Redis runs nothing else meanwhile
 TABLE_KEYS_CACHED = 1024  # tables whose key names are kept made
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
+ROUND_BETS_PAGE = 1000  # bets one read of a round's list takes (and the node decodes at once)
 EXPIRE_BATCH = 500  # guests one expire_guests script looks at: a short script, many if needed
 NOTICE_POLL_S = 1.0  # one wait for a settled notice; the listener loops, checking its health
 NOTICE_HEALTH_S = 10  # a listener with nothing to read PINGs this often, to notice a lost Redis
@@ -611,13 +612,20 @@ class RedisStore(Store):
         raise AssertionError(f"place_bet script refused ({code}) a bet the core accepts")
 
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
-        with _reachable():
-            raw = await self._redis.lrange(
-                self._table_keys(table_id).per_round("bets", round_no), 0, -1
-            )
-        if not raw:
+        # Read and decoded a page at a time: the node's loop runs other work between pages
+        # instead of decoding a round of 40,000 bets in one go (~100 ms). The list only ever
+        # grows at its end, so the pages make one consistent prefix.
+        key = self._table_keys(table_id).per_round("bets", round_no)
+        bets: list[Bet] = []
+        while True:
+            with _reachable():
+                raw = await self._redis.lrange(key, len(bets), len(bets) + ROUND_BETS_PAGE - 1)
+            bets += [bet_from_bytes(_bytes(item)) for item in raw]
+            if len(raw) < ROUND_BETS_PAGE:
+                break
+        if not bets:
             await self._require_table(table_id)
-        return [bet_from_bytes(_bytes(item)) for item in raw]
+        return bets
 
     async def bet_totals(self, table_id: str, round_no: int) -> BetTotals:
         with _reachable():

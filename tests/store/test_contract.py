@@ -10,6 +10,7 @@ import pytest
 
 from server.core.bets import BetTotals, Spot
 from server.core.errors import BetRejected, RejectCode
+from server.core.recall import round_summary
 from server.core.rules import PRESETS
 from server.core.table import Phase, TableState, close_betting, settle_round
 from server.store.base import StaleWrite, StateUnreadable, Store
@@ -485,6 +486,54 @@ async def test_settlement_credits_exactly_once(table: Store) -> None:
     assert await table.balance("alice") == balance
     assert await table.ledger() == ledger
     assert await table.last_seq(TABLE) == seq
+
+
+async def test_a_round_settled_in_slices_credits_each_player_once(table: Store) -> None:
+    """A round is settled in slices of whole players, each a commit of the unchanged state;
+    a player already settled in the round is not credited again, whether a slice is repeated
+    (a retry, a new owner redoing its predecessor's slices) or the round's last commit names
+    it too. Each slice's notice names only the players it credited."""
+    owner = await Owner(table).start()
+    await owner.open()
+    await bet(table, "alice", 500, "banker")
+    await bet(table, "alice", 100, "tie")
+    await bet(table, "bob", 300, "player")
+    await owner.close()
+    await owner.deal()
+    dealing = owner.state
+    transition, payouts = settle_round(dealing, RULES, await table.round_bets(TABLE, 1))
+    summary = round_summary(transition.state)
+    alices = [p for p in payouts if p.player == "alice"]
+    async with table.settled_notices() as notices:
+        for _ in range(2):  # the same slice twice: the second credits nobody
+            events = await table.commit(
+                TABLE, owner.fence, dealing.version, dealing, [], alices, summary
+            )
+            assert events == []
+        after_slice = await table.balance("alice")
+        assert after_slice == 10_000 - 600 + sum(p.credit for p in alices)
+        # The round's end names every payout again: only bob is credited now.
+        await table.commit(
+            TABLE,
+            owner.fence,
+            dealing.version,
+            transition.state,
+            transition.events,
+            payouts,
+            summary,
+        )
+        heard = await take(notices, 2)  # type: ignore[arg-type] # notices, not events
+    assert [n.players for n in heard] == [("alice",), ("bob",)]
+    assert await table.balance("alice") == after_slice
+    assert await table.balance("bob") == 5_000 - 300 + sum(
+        p.credit for p in payouts if p.player == "bob"
+    )
+    for player in ("alice", "bob"):
+        [record] = await table.history(player)  # one game-recall record each
+        assert record["round"] == 1
+    ledger = await table.ledger()
+    assert ledger.balanced and ledger.in_play == 0
+    assert ledger.house == sum(p.amount - p.credit for p in payouts)
 
 
 async def test_void_refunds_every_stake(table: Store) -> None:

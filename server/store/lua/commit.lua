@@ -10,7 +10,8 @@
 --       KEYS; `record` is the msgpack map of the player's history record but its time and
 --       balance after; last, the channel of settled notices.
 -- A commit that pays PUBLISHes on that channel, in the same atomic step, a msgpack
--- [table, round, [player...]]: every node hears who has a settlement to deliver.
+-- [table, round, [player...]] of the players it credited: every node hears who has a
+-- settlement to deliver. A player already settled in this round is not credited again.
 -- Replies: {'OK', event...} or a refusal.
 local cur = redis.call('HMGET', KEYS[1], 'lease_token', 'version')
 if not cur[2] then
@@ -31,24 +32,30 @@ t.round, t.ts = ARGV[9], now_ms()
 local n = tonumber(ARGV[14])
 local base = 14 + 3 * n
 local paid = {}
+local settle = ARGV[2] .. 'settle:' .. t.round
 for i = 0, (#KEYS - 4) / 3 - 1 do
   local k, a = 5 + 3 * i, base + 6 * i
-  paid[#paid + 1] = ARGV[a + 1]
-  local balance = redis.call('INCRBY', KEYS[k], ARGV[a + 2])
-  redis.call('HINCRBY', KEYS[4], 'balances', ARGV[a + 2])
-  redis.call('HINCRBY', KEYS[4], 'in_play', ARGV[a + 3])
-  redis.call('HINCRBY', KEYS[4], 'house', ARGV[a + 4])
-  if redis.call('INCRBY', KEYS[k + 1], ARGV[a + 3]) <= 0 then
-    redis.call('DEL', KEYS[k + 1]) -- nothing in play: no key left behind
+  -- A player who has a settlement of this round was credited by an earlier commit: a round
+  -- is settled in slices of players, and a new owner redoes the slices of a round its
+  -- predecessor left half settled. Skipped, so every bet is credited exactly once.
+  if redis.call('HEXISTS', settle, ARGV[a + 1]) == 0 then
+    paid[#paid + 1] = ARGV[a + 1]
+    local balance = redis.call('INCRBY', KEYS[k], ARGV[a + 2])
+    redis.call('HINCRBY', KEYS[4], 'balances', ARGV[a + 2])
+    redis.call('HINCRBY', KEYS[4], 'in_play', ARGV[a + 3])
+    redis.call('HINCRBY', KEYS[4], 'house', ARGV[a + 4])
+    if redis.call('INCRBY', KEYS[k + 1], ARGV[a + 3]) <= 0 then
+      redis.call('DEL', KEYS[k + 1]) -- nothing in play: no key left behind
+    end
+    archive_round(t)
+    -- a two-element msgpack array: [payouts, balance]
+    redis.call('HSET', settle, ARGV[a + 1],
+      string.char(0x92) .. ARGV[a + 5] .. cmsgpack.pack(balance))
+    -- a three-element msgpack array: [time, balance after, record], newest first
+    redis.call('LPUSH', KEYS[k + 2],
+      string.char(0x93) .. cmsgpack.pack(t.ts) .. cmsgpack.pack(balance) .. ARGV[a + 6])
+    redis.call('LTRIM', KEYS[k + 2], 0, tonumber(ARGV[13]) - 1)
   end
-  archive_round(t)
-  -- a two-element msgpack array: [payouts, balance]
-  redis.call('HSET', ARGV[2] .. 'settle:' .. t.round, ARGV[a + 1],
-    string.char(0x92) .. ARGV[a + 5] .. cmsgpack.pack(balance))
-  -- a three-element msgpack array: [time, balance after, record], newest first
-  redis.call('LPUSH', KEYS[k + 2],
-    string.char(0x93) .. cmsgpack.pack(t.ts) .. cmsgpack.pack(balance) .. ARGV[a + 6])
-  redis.call('LTRIM', KEYS[k + 2], 0, tonumber(ARGV[13]) - 1)
 end
 local out = {'OK'}
 for i = 1, n do
