@@ -24,7 +24,7 @@ from server.core.rules import PRESETS, TableRules, rules_preset
 from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
 from server.runtime.table_loop import TableLoop, Timings
-from server.store.base import Store, StoreUnavailable
+from server.store.base import Store, StoreRefused, StoreUnavailable
 from server.tables_file import TABLE_ID, read_tables_file
 from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
@@ -398,6 +398,9 @@ def run_node(settings: Settings, demo_secret: str | None = None) -> int:
         runner(_serve(settings, demo_secret))
     except StopTimedOut:
         return 1
+    except StoreRefused as error:  # a setting only the store can judge: a usage error
+        print(f"baccarat serve: cannot start: {error}", file=sys.stderr)
+        return 2
     except (OSError, StoreUnavailable) as error:  # port taken, bad host, Redis down at start
         print(f"baccarat serve: cannot start: {error}", file=sys.stderr)
         return 1

@@ -340,6 +340,9 @@ def test_default_node_id_is_unique() -> None:
         (["--next-round-pause", "inf"], {}),
         ([], {"BACCARAT_BETTING_WINDOW": "-inf"}),
         (["--allowed-origins", "example.com"], {}),
+        # issue 16, item 17: redis-py read a database it cannot parse as database 0
+        (["--redis", "redis://127.0.0.1:6379/abc"], {}),
+        ([], {"BACCARAT_REDIS": "redis://127.0.0.1:6379?db=abc"}),
     ],
     ids=repr,
 )
@@ -387,6 +390,63 @@ def test_a_bad_number_is_one_line_through_the_cli(capsys: pytest.CaptureFixture[
         out, err = capsys.readouterr()
         assert out == "" and err.startswith(f"baccarat serve: {argv[0]} must be ")
         assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379",
+        "redis://127.0.0.1:6379/",
+        "redis://:pass%2Fword@127.0.0.1:6379/15",
+        "rediss://127.0.0.1:6380/2?ssl_cert_reqs=none",
+        "unix:///tmp/redis.sock?db=3",
+        "unix:///tmp/redis.sock",
+    ],
+)
+def test_redis_urls_with_a_database_number_are_accepted(url: str) -> None:
+    assert Settings(redis=url).redis == url
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("redis://127.0.0.1:6379/abc", "not 'abc'"),
+        ("redis://:secret@127.0.0.1:6379/1x", "not '1x'"),
+        ("redis://127.0.0.1:6379/-1", "not '-1'"),
+        ("redis://127.0.0.1:6379/0/1", "not '0/1'"),
+        ("redis://127.0.0.1:6379?db=abc", "not 'abc'"),
+        ("unix:///tmp/redis.sock?db=x1", "not 'x1'"),
+        ("http://127.0.0.1:6379/0", "not a http URL"),
+        ("127.0.0.1:6379", "not a scheme-less URL"),
+    ],
+)
+def test_a_redis_url_whose_database_is_not_a_number_is_refused(url: str, problem: str) -> None:
+    """redis-py quietly used database 0 for redis://host:6379/abc (issue 16, item 17): the
+    node would have shared another site's data. Refused, naming the bad part, no password."""
+    with pytest.raises(ValueError, match=r"^--redis") as refused:
+        Settings(redis=url)
+    assert str(refused.value).endswith(problem) and "secret" not in str(refused.value)
+
+
+@pytest.mark.redis
+def test_a_database_redis_does_not_have_is_one_line_and_status_2(redis_url: str) -> None:
+    """`--redis redis://host:port/99` printed a 53-line traceback (issue 16, item 17): Redis
+    refuses the database on connect, and the node says so in one line, exit status 2."""
+    base = redis_url.rsplit("/", 1)[0]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BACCARAT_")}
+    done = subprocess.run(
+        [str(BACCARAT), "serve", "--port", "0", "--redis", f"{base}/99"],
+        capture_output=True,
+        text=True,
+        timeout=60 * SCALE,
+        check=False,
+        env=clean,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "baccarat serve: cannot start: redis refuses the database of --redis: "
+        "DB index is out of range"
+    ]
 
 
 def test_serve_on_a_busy_port_says_so_in_one_line() -> None:

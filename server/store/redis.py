@@ -35,7 +35,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from server.core.bets import (
@@ -66,6 +66,7 @@ from server.store.base import (
     StaleWrite,
     StateUnreadable,
     Store,
+    StoreRefused,
     StoreUnavailable,
     new_epoch,
 )
@@ -121,13 +122,23 @@ def _script_text(name: str) -> str:
     return lua.joinpath("lib.lua").read_text() + "\n" + lua.joinpath(f"{name}.lua").read_text()
 
 
+# What Redis answers when a new connection's setup (the URL's database) is refused: redis-py
+# raises it as a plain error reply of whatever call opened the connection.
+_SETUP_REFUSALS = ("DB index is out of range", "invalid DB index", "SELECT is not allowed")
+
+
 @contextlib.contextmanager
 def _reachable() -> Iterator[None]:
-    """Turn the client's connection failures (after its retries) into StoreUnavailable."""
+    """Turn the client's connection failures (after its retries) into StoreUnavailable, and
+    a connection Redis refuses to set up (a database it does not have) into StoreRefused."""
     try:
         yield
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise StoreUnavailable(f"redis is unreachable: {exc}") from exc
+    except ResponseError as exc:
+        if str(exc).startswith(_SETUP_REFUSALS):
+            raise StoreRefused(f"redis refuses the database of --redis: {exc}") from exc
+        raise
 
 
 def _unknown_table(table_id: str) -> BetRejected:
