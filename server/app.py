@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
@@ -228,12 +227,23 @@ class Node:
 
     async def drain_and_stop(self, interrupt: asyncio.Event | None = None) -> None:
         """Drain for `drain_seconds` (or until `interrupt` is set), then stop: a load
-        balancer polling /readyz stops sending clients before they are closed with 1001."""
-        self.begin_drain()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                (interrupt or asyncio.Event()).wait(), self.settings.drain_seconds
-            )
+        balancer polling /readyz stops sending clients before they are closed with 1001.
+        The log says what happens: an interrupt already set (SIGINT) skips the drain, one
+        set during it (a second SIGTERM) cuts it short."""
+        interrupt = interrupt or asyncio.Event()
+        if interrupt.is_set():
+            self.draining = True
+            self.log.info("stopping_now", drain="skipped")
+        else:
+            self.begin_drain()
+            started = asyncio.get_running_loop().time()
+            try:
+                await asyncio.wait_for(interrupt.wait(), self.settings.drain_seconds)
+            except TimeoutError:
+                pass
+            else:
+                waited = round(asyncio.get_running_loop().time() - started, 3)
+                self.log.info("drain_cut_short", seconds=waited)
         await self.stop()
 
     async def _sweep_guests(self) -> None:

@@ -163,6 +163,49 @@ async def test_sigterm_drains_then_closes_with_1001() -> None:
     assert _log_events(log)[-1] == "stopped"
 
 
+async def _stop_log(proc: asyncio.subprocess.Process, *steps: tuple[int, str]) -> list[str]:
+    """Send each step's signal to a serving process once the previous step's event is
+    logged; the log events from the first signal on. The exit status must be 0."""
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        await asyncio.wait_for(_serving_port(proc.stderr, lines), 15 * SCALE)
+        first = len(lines)
+        async with asyncio.timeout(10 * SCALE):
+            for sig, event in steps:
+                proc.send_signal(sig)
+                while event not in _log_events("".join(lines[first:])):
+                    line = (await proc.stderr.readline()).decode()
+                    assert line, "the server exited:\n" + "".join(lines)
+                    lines.append(line)
+            lines.append((await proc.stderr.read()).decode())
+            code = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert code == 0, "".join(lines)
+    stopping = ("stopping_now", "draining", "drain_cut_short", "stopped")  # not the rounds'
+    return [e for e in _log_events("".join(lines[first:])) if e in stopping]
+
+
+async def test_sigint_stops_at_once_and_says_so() -> None:
+    """SIGINT skips the drain: the log says `stopping_now` (it said `draining seconds=...`,
+    issue 16, item 19), and the process exits 0 long before --drain-seconds."""
+    proc = await _start_serve("--drain-seconds", "600")
+    events = await _stop_log(proc, (signal.SIGINT, "stopping_now"))
+    assert events == ["stopping_now", "stopped"], events
+
+
+async def test_a_second_sigterm_cuts_the_drain_short_and_says_so() -> None:
+    """SIGTERM drains (logged as `draining`); a second one ends the drain (`drain_cut_short`)
+    and the node stops, long before --drain-seconds."""
+    proc = await _start_serve("--drain-seconds", "600")
+    steps = [(signal.SIGTERM, "draining"), (signal.SIGTERM, "drain_cut_short")]
+    events = await _stop_log(proc, *steps)
+    assert events == ["draining", "drain_cut_short", "stopped"], events
+
+
 # --- Node -------------------------------------------------------------------------------------
 
 
