@@ -29,6 +29,7 @@ from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
 from server.transport.limits import RateLimits
 from server.transport.operator_api import OperatorApi, table_rows
+from server.transport.protocol import keep_connected_guests
 from server.transport.server import Listen, start_server
 from server.transport.session import SessionContext, close_all, push_settlement
 
@@ -161,6 +162,7 @@ class Node:
         self.stopped = False
         self._loop_tasks: list[asyncio.Task[None]] = []
         self._sweeper: asyncio.Task[None] | None = None
+        self._guest_keeper: asyncio.Task[None] | None = None
         self.log = structlog.get_logger("node").bind(node=self.node_id)
 
     @property
@@ -199,6 +201,7 @@ class Node:
         # Loops start once the port is bound: a node that cannot serve never takes a table.
         self._loop_tasks = [asyncio.create_task(loop.run()) for loop in self.loops]
         self._sweeper = asyncio.create_task(self._sweep_guests())
+        self._guest_keeper = asyncio.create_task(keep_connected_guests(self.ctx, self.clock.sleep))
         engine = "redis" if self.settings.redis else "memory"
         self.log.info(
             "listening",
@@ -305,7 +308,7 @@ class Node:
         if self.stopped:
             return
         self.stopped = self.draining = True
-        tasks = [*self._loop_tasks, *([self._sweeper] if self._sweeper else [])]
+        tasks = [*self._loop_tasks, *(t for t in (self._sweeper, self._guest_keeper) if t)]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

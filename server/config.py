@@ -242,7 +242,7 @@ _HELP = {
     "allow_guests": "with a secret, a connection without a token gets a guest player",
     "allow_anonymous_spectators": "a connection without a token may watch (default: on in demo "
     "mode, off with a secret)",
-    "guest_ttl": "seconds a guest player (and its money) is kept after it was last seen",
+    "guest_ttl": "seconds a guest player (and its money) is kept after its last connection closed",
     "max_connections_per_player": "open connections per player on this node (0: no cap); "
     "more get 429",
     "workers": "processes sharing the port (SO_REUSEPORT), 1-64; more than 1 needs --redis",

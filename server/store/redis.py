@@ -106,6 +106,7 @@ _SCRIPTS = (
     "snapshot",
     "reset_epoch",
     "move_money",
+    "keep_guests",
     "expire_guests",
 )
 BATCH_MAX = 256  # commands one write carries; more calls in the same tick take several
@@ -113,6 +114,7 @@ BET_BATCH_MAX = 64  # bets one place_bet script takes: Redis runs nothing else m
 TABLE_KEYS_CACHED = 1024  # tables whose key names are kept made
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
 EXPIRE_BATCH = 500  # guests one expire_guests script looks at: a short script, many if needed
+KEEP_BATCH = 500  # guests one keep_guests script pushes back
 NOTICE_POLL_S = 1.0  # one wait for a settled notice; the listener loops, checking its health
 NOTICE_HEALTH_S = 10  # a listener with nothing to read PINGs this often, to notice a lost Redis
 
@@ -534,6 +536,12 @@ class RedisStore(Store):
         with _reachable():
             raw = await self._redis.lrange(self._player_key(player, "movements"), 0, limit - 1)
         return [Movement(*unpackb(_bytes(item))) for item in raw]
+
+    async def keep_guests(self, players: Collection[str]) -> None:
+        names = list(players)
+        for first in range(0, len(names), KEEP_BATCH):  # short scripts, sent together
+            batch = names[first : first + KEEP_BATCH]
+            await self._run("keep_guests", list(self._guest_keys), batch)
 
     async def expire_guests(self, now_ms: int | None = None) -> int:
         now = await self.now_ms() if now_ms is None else now_ms
