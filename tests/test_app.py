@@ -26,7 +26,7 @@ from server.cli import main as cli_main
 from server.config import _RANGES, Settings, add_serve_arguments
 from server.core.rules import PRESETS, rules_preset
 from server.runtime.clock import ManualClock, SystemClock
-from server.store.base import Event
+from server.store.base import Event, Lease
 from server.store.memory import MemoryStore
 
 BACCARAT = Path(sys.executable).parent / "baccarat"
@@ -610,6 +610,47 @@ def test_a_secret_file_is_read(tmp_path: Path) -> None:
     path = tmp_path / "secret"
     path.write_text(SECRET + "\n")
     assert Settings(secret=str(path)).auth_policy().secret == SECRET
+
+
+class _LosesACancel(MemoryStore):
+    """A store whose acquire_lease loses a cancel that comes while it runs, as redis-py's
+    calls do on Python 3.11: asyncio.wait_for returns the result and drops a cancel that
+    arrives as its write completes (Task.cancelling() still counts the request)."""
+
+    def __init__(self) -> None:
+        super().__init__(SystemClock().now_ms)
+        self.lose_next = True
+        self.losing = asyncio.Event()
+
+    async def acquire_lease(self, table_id: str, node: str, ttl_ms: int) -> Lease | None:
+        lease = await super().acquire_lease(table_id, node, ttl_ms)
+        if self.lose_next:
+            self.lose_next = False
+            self.losing.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()  # until the stop cancels the loop: then lost
+        return lease
+
+
+async def test_a_cancel_lost_in_a_store_call_does_not_hang_the_stop() -> None:
+    """Issue 16, item 21: a worker's graceful stop never ended. Its table loop's cancel was
+    lost inside the store call that got it the lease (redis-py on Python 3.11), so the loop
+    went on to own the table, playing in child tasks that never heard of the cancel, and
+    Node.stop waited for that loop for ever. Unbounded here (no STOP_TIMEOUT_S): it ends."""
+    store = _LosesACancel()
+    settings = Settings(
+        port=0, tables="t1=classic8", betting_window=0.2, static_dir="/nonexistent/static"
+    )
+    node = Node(settings, store=store)
+    await node.start()
+    try:
+        async with asyncio.timeout(5 * SCALE):
+            await store.losing.wait()  # the loop is inside acquire_lease
+            await node.stop()
+        assert node.loops[0].token is None and await store.lease("t1") is None
+    finally:
+        for task in node._loop_tasks:  # a hung loop must not outlive the test
+            task.cancel()
 
 
 async def test_a_stop_that_never_ends_is_cut_short(monkeypatch: pytest.MonkeyPatch) -> None:

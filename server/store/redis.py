@@ -132,7 +132,13 @@ _SETUP_REFUSALS = ("DB index is out of range", "invalid DB index", "SELECT is no
 @contextlib.contextmanager
 def _reachable() -> Iterator[None]:
     """Turn the client's connection failures (after its retries) into StoreUnavailable, and
-    a connection Redis refuses to set up (a database it does not have) into StoreRefused."""
+    a connection Redis refuses to set up (a database it does not have) into StoreRefused.
+
+    Also gives back a cancel redis-py lost. It sends every command in asyncio.wait_for, which
+    on Python 3.11 returns the result and drops a cancel that comes as the write completes
+    (the request stays counted in Task.cancelling()). A task cancelled that way went on as
+    if nothing had been asked: the hub's follower blocked in XREAD again, a table loop went
+    on to own and play its table, and the node's stop, which waits for them, never ended."""
     try:
         yield
     except (RedisConnectionError, RedisTimeoutError) as exc:
@@ -141,6 +147,9 @@ def _reachable() -> Iterator[None]:
         if str(exc).startswith(_SETUP_REFUSALS):
             raise StoreRefused(f"redis refuses the database of --redis: {exc}") from exc
         raise
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _unknown_table(table_id: str) -> BetRejected:
