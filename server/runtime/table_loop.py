@@ -188,7 +188,12 @@ class TableLoop:
 
         Not a TaskGroup: on Python 3.11 a TaskGroup whose child fails while it waits in
         __aexit__ leaves its parent's cancel request counted (Task.cancelling), and the
-        clock's check for cancellations lost inside redis-py would then stop this loop."""
+        clock's check for cancellations lost inside redis-py would then stop this loop.
+
+        A cancel of this loop lost in the store call that just got the lease is honoured
+        first: the children below never hear of it, and would play on while Node.stop
+        waited for this loop for ever."""
+        honour_swallowed_cancel()
         tasks = [asyncio.create_task(self._renew(token)), asyncio.create_task(self._play(token))]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

@@ -64,6 +64,12 @@ class StoreUnavailable(Exception):
     """The backing service cannot be reached right now; the caller may retry later."""
 
 
+class StoreRefused(StoreUnavailable):
+    """The backing service answers but refuses this node's settings (a Redis database it does
+    not have): retrying will not help, so a node refuses to start on it. Still a
+    StoreUnavailable, so a refusal met later (Redis reconfigured) is handled as an outage."""
+
+
 class StateUnreadable(Exception):
     """The stored table state cannot be decoded (corrupt, or written in a newer format)."""
 

@@ -243,6 +243,12 @@ class MemoryStore(Store):
         record = self._players.get(player)
         return list(record.movements)[: max(limit, 0)] if record else []
 
+    async def keep_guests(self, players: Collection[str]) -> None:
+        for name in players:
+            record = self._players.get(name)
+            if record is not None:
+                self._seen(record)  # a no-op for a player who is no guest
+
     async def expire_guests(self, now_ms: int | None = None) -> int:
         now = self._now_ms() if now_ms is None else now_ms
         gone = [

@@ -35,7 +35,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from server.core.bets import (
@@ -66,6 +66,7 @@ from server.store.base import (
     StaleWrite,
     StateUnreadable,
     Store,
+    StoreRefused,
     StoreUnavailable,
     new_epoch,
 )
@@ -105,6 +106,7 @@ _SCRIPTS = (
     "snapshot",
     "reset_epoch",
     "move_money",
+    "keep_guests",
     "expire_guests",
 )
 BATCH_MAX = 256  # commands one write carries; more calls in the same tick take several
@@ -113,6 +115,7 @@ TABLE_KEYS_CACHED = 1024  # tables whose key names are kept made
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
 ROUND_BETS_PAGE = 1000  # bets one read of a round's list takes (and the node decodes at once)
 EXPIRE_BATCH = 500  # guests one expire_guests script looks at: a short script, many if needed
+KEEP_BATCH = 500  # guests one keep_guests script pushes back
 NOTICE_POLL_S = 1.0  # one wait for a settled notice; the listener loops, checking its health
 NOTICE_HEALTH_S = 10  # a listener with nothing to read PINGs this often, to notice a lost Redis
 
@@ -122,13 +125,32 @@ def _script_text(name: str) -> str:
     return lua.joinpath("lib.lua").read_text() + "\n" + lua.joinpath(f"{name}.lua").read_text()
 
 
+# What Redis answers when a new connection's setup (the URL's database) is refused: redis-py
+# raises it as a plain error reply of whatever call opened the connection.
+_SETUP_REFUSALS = ("DB index is out of range", "invalid DB index", "SELECT is not allowed")
+
+
 @contextlib.contextmanager
 def _reachable() -> Iterator[None]:
-    """Turn the client's connection failures (after its retries) into StoreUnavailable."""
+    """Turn the client's connection failures (after its retries) into StoreUnavailable, and
+    a connection Redis refuses to set up (a database it does not have) into StoreRefused.
+
+    Also gives back a cancel redis-py lost. It sends every command in asyncio.wait_for, which
+    on Python 3.11 returns the result and drops a cancel that comes as the write completes
+    (the request stays counted in Task.cancelling()). A task cancelled that way went on as
+    if nothing had been asked: the hub's follower blocked in XREAD again, a table loop went
+    on to own and play its table, and the node's stop, which waits for them, never ended."""
     try:
         yield
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise StoreUnavailable(f"redis is unreachable: {exc}") from exc
+    except ResponseError as exc:
+        if str(exc).startswith(_SETUP_REFUSALS):
+            raise StoreRefused(f"redis refuses the database of --redis: {exc}") from exc
+        raise
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _unknown_table(table_id: str) -> BetRejected:
@@ -524,6 +546,12 @@ class RedisStore(Store):
         with _reachable():
             raw = await self._redis.lrange(self._player_key(player, "movements"), 0, limit - 1)
         return [Movement(*unpackb(_bytes(item))) for item in raw]
+
+    async def keep_guests(self, players: Collection[str]) -> None:
+        names = list(players)
+        for first in range(0, len(names), KEEP_BATCH):  # short scripts, sent together
+            batch = names[first : first + KEEP_BATCH]
+            await self._run("keep_guests", list(self._guest_keys), batch)
 
     async def expire_guests(self, now_ms: int | None = None) -> int:
         now = await self.now_ms() if now_ms is None else now_ms

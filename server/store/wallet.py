@@ -16,6 +16,7 @@ Operators move money with the same two calls (credit/debit with their idempotenc
 from __future__ import annotations
 
 import abc
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,6 +106,13 @@ class Wallet(abc.ABC):
     @abc.abstractmethod
     async def movements(self, player: str, limit: int = MOVEMENTS_KEPT) -> list[Movement]:
         """The player's latest operator movements, newest first (the last MOVEMENTS_KEPT)."""
+
+    @abc.abstractmethod
+    async def keep_guests(self, players: Collection[str]) -> None:
+        """These guests are still connected, or their last connection just closed: each one's
+        expiry moves to its TTL from now, by the store's clock (a guest who only watches sends
+        nothing, yet is not to be forgotten while connected). A player that is no guest, or
+        no longer exists (expired meanwhile), is left as it is: this never creates a wallet."""
 
     @abc.abstractmethod
     async def expire_guests(self, now_ms: int | None = None) -> int:

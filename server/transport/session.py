@@ -150,8 +150,10 @@ class Session:
             self.ctx.metrics.store_error("session")
             await self.ws.close(STORE_CLOSE_CODE, "store unavailable; reconnect later")
         finally:
-            self.handler.stop()
-            self.ctx.sessions.discard(self)
+            try:
+                await self.handler.stop()
+            finally:
+                self.ctx.sessions.discard(self)
 
     async def _handle_frame(self, frame: Frame) -> bool:
         try:

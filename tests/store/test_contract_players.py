@@ -84,6 +84,29 @@ async def test_ensure_player_refreshes_a_guest(store: Store, advance: Advance) -
     assert await expire_later(store, TTL) == 1
 
 
+async def test_keep_guests_is_a_sighting_that_never_creates(store: Store, advance: Advance) -> None:
+    """keep_guests (a node keeping its connected guests, issue 16 item 3) pushes each guest's
+    expiry back by its TTL from now; a player that is no guest, unknown, or already expired
+    is left as it is: nobody is created, and nothing is issued."""
+    await store.ensure_player("g", 1_000, guest_ttl_ms=TTL)
+    await store.ensure_player("p", 1_000)
+    first_due = await store.now_ms() + TTL
+    await advance(20)
+    await store.keep_guests(["g", "p", "nobody"])
+    await store.keep_guests([])
+    assert await store.expire_guests(now_ms=first_due) == 0
+    assert await store.balance("g") == 1_000
+    assert await store.balance("nobody") is None
+    assert await expire_later(store, TTL) == 1
+    await store.keep_guests(["g"])  # expired: not brought back
+    assert await store.balance("g") is None
+    assert await expire_later(store, FAR) == 0  # p was never a guest
+    assert await store.balance("p") == 1_000
+    ledger = await store.ledger()
+    assert (ledger.issued, ledger.expired) == (2_000, 1_000)
+    await balanced(store)
+
+
 async def test_a_new_ttl_replaces_a_guests_ttl(store: Store) -> None:
     """A guest seen with another TTL keeps that one from then on."""
     await store.ensure_player("g", 1_000, guest_ttl_ms=TTL)

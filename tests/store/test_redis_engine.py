@@ -117,6 +117,39 @@ async def test_close_racing_a_burst_of_bets_accepts_none_after_it(table: Store) 
     assert await table.last_seq(TABLE) == len(await table.events_after(TABLE, 0) or [])
 
 
+async def test_a_cancel_redis_py_loses_in_a_write_still_ends_the_call(
+    table: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16, item 21: redis-py sends each command in asyncio.wait_for, which on Python
+    3.11 returns the result and drops a cancel that arrives as the write completes. The hub's
+    follower, cancelled so, blocked in XREAD again and again, and the node's stop (hub.close
+    awaits it) never ended. The store now ends the call with the cancel it was given."""
+    from redis.asyncio.connection import Connection
+
+    send = Connection._send_packed_command
+    victims: list[asyncio.Task[None]] = []
+
+    async def cancel_as_the_write_completes(self: Connection, command: Any) -> None:
+        await send(self, command)
+        if victims and any(b"XREAD" in bytes(chunk) for chunk in command):
+            victims.pop().cancel()
+
+    monkeypatch.setattr(Connection, "_send_packed_command", cancel_as_the_write_completes)
+
+    async def follow() -> None:
+        async for _ in table.follow(TABLE, await table.last_seq(TABLE)):
+            pass
+
+    follower = asyncio.create_task(follow())
+    victims.append(follower)
+    try:  # not awaited directly: a timeout of this test would cancel it once more
+        await asyncio.wait({follower}, timeout=10)
+        assert not victims and follower.done(), "the lost cancel left it in XREAD for ever"
+        assert follower.cancelled()
+    finally:
+        follower.cancel()
+
+
 async def test_scripts_survive_a_script_cache_flush(table: Store, raw: Redis) -> None:
     """After SCRIPT FLUSH (as after a restart) the scripts are loaded again on demand."""
     owner = await Owner(table).start()
