@@ -24,6 +24,7 @@ from server.core.table import TableState, verify_bet_window
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
+    DEFAULT_MAX_BETS_PER_ROUND,
     BetReceipt,
     Event,
     Lease,
@@ -34,6 +35,7 @@ from server.store.base import (
     StaleWrite,
     Store,
     new_epoch,
+    too_many_bets,
 )
 from server.store.codec import state_from_bytes, state_to_bytes
 from server.store.recall import history_record, record_body
@@ -119,8 +121,10 @@ class MemoryStore(Store):
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
+        max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
     ) -> None:
         self._now_ms = now_ms
+        self._max_bets = max(max_bets_per_round, 1)
         self._history_events = history_events
         self._history_rounds = max(history_rounds, 1)
         self._recall_rounds = max(recall_rounds, 1)
@@ -279,9 +283,11 @@ class MemoryStore(Store):
             return table.rounds[held].receipts[key]
         verify_bet_window(table.header, round_no, self._now_ms())
         spot_ = parse_spot(spot)
+        record = self._round(table, table.header.round)
+        if len(record.mine.get(player, ())) >= self._max_bets:
+            raise too_many_bets(self._max_bets)
         player_record = self._players.get(player)
         balance = player_record.balance if player_record else 0
-        record = self._round(table, table.header.round)
         on_spot = record.stakes.get((player, spot_), 0)
         verify_bet(table.rules.limits, spot_, amount, on_spot, balance)
         assert isinstance(amount, int) and player_record is not None  # balance >= amount > 0
