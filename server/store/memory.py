@@ -46,6 +46,7 @@ from server.store.wallet import (
     MOVEMENTS_KEPT,
     InsufficientFunds,
     Movement,
+    check_ledger,
     check_movement,
 )
 
@@ -133,6 +134,9 @@ class MemoryStore(Store):
         self._players: dict[str, _Player] = {}
         self._guests: set[str] = set()  # the players that may expire: a sweep looks at these
         self._issued = 0
+        # The sum of the balances, kept as it changes (ledger() sums them anew), so the ledger
+        # bound is checked without summing every player's balance.
+        self._balances = 0
         self._in_play = 0
         self._house = 0
         self._operator_in = 0
@@ -198,9 +202,13 @@ class MemoryStore(Store):
     ) -> int:
         record = self._players.get(player)
         if record is None:
+            check_ledger(
+                issued=self._issued + initial_balance, balances=self._balances + initial_balance
+            )
             ttl = None if guest_ttl_ms is None else max(guest_ttl_ms, 0)
             record = self._players[player] = _Player(initial_balance, ttl)
             self._issued += initial_balance
+            self._balances += initial_balance
             if ttl is not None:
                 self._guests.add(player)
         elif record.guest_ttl_ms is not None and guest_ttl_ms is not None:
@@ -227,9 +235,16 @@ class MemoryStore(Store):
             raise InsufficientFunds(player, balance, -amount)
         if balance + amount >= MONEY_LIMIT:
             raise ValueError(f"a balance of {balance} + {amount} would pass 2**53")
+        if amount > 0:
+            check_ledger(balances=self._balances + amount, operator_in=self._operator_in + amount)
+        else:
+            check_ledger(
+                balances=self._balances + amount, operator_out=self._operator_out - amount
+            )
         if record is None:
             record = self._players[player] = _Player(0)
         record.balance += amount
+        self._balances += amount
         if amount > 0:
             self._operator_in += amount
         else:
@@ -254,7 +269,9 @@ class MemoryStore(Store):
         ]
         for name in gone:
             self._guests.discard(name)
-            self._expired += self._players.pop(name).balance
+            balance = self._players.pop(name).balance
+            self._balances -= balance
+            self._expired += balance
         return len(gone)
 
     async def history(
@@ -292,6 +309,7 @@ class MemoryStore(Store):
         verify_bet(table.rules.limits, spot_, amount, on_spot, balance)
         assert isinstance(amount, int) and player_record is not None  # balance >= amount > 0
         player_record.balance -= amount
+        self._balances -= amount
         player_record.in_play += amount
         self._seen(player_record)
         self._in_play += amount
@@ -370,6 +388,7 @@ class MemoryStore(Store):
             # A bettor has a record: it cannot expire while its stake is in play.
             wallet = self._players.setdefault(player, _Player(0))
             wallet.balance += credit
+            self._balances += credit
             wallet.in_play = max(wallet.in_play - staked, 0)
             self._in_play -= staked
             self._house += staked - credit

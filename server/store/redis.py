@@ -89,6 +89,7 @@ from server.store.wallet import (
     MONEY_LIMIT,
     MOVEMENTS_KEPT,
     InsufficientFunds,
+    LedgerLimit,
     Movement,
     check_movement,
 )
@@ -508,7 +509,10 @@ class RedisStore(Store):
     ) -> int:
         keys = [self._player_key(player, "balance"), self._ledger_key, *self._guest_keys]
         ttl = "" if guest_ttl_ms is None else max(int(guest_ttl_ms), 0)
-        return int(await self._run("ensure_player", keys, [initial_balance, ttl, player]))
+        reply = await self._run("ensure_player", keys, [initial_balance, ttl, player])
+        if isinstance(reply, list):
+            _refused_write(reply)
+        return int(reply)
 
     async def move_money(self, player: str, amount: int, idempotency_key: str) -> Movement:
         amount = check_movement(amount, idempotency_key)
@@ -524,6 +528,8 @@ class RedisStore(Store):
             raise InsufficientFunds(player, int(reply[1]), -amount)
         if code == "LIMIT":
             raise ValueError(f"a balance of {int(reply[1])} + {amount} would pass 2**53")
+        if code != "OK":
+            _refused_write(reply)
         return Movement(*unpackb(reply[1]))
 
     async def movements(self, player: str, limit: int = MOVEMENTS_KEPT) -> list[Movement]:
@@ -676,6 +682,8 @@ class RedisStore(Store):
             raise StaleWrite(f"fencing token {fence} is not the lease holder's")
         if code == "VERSION":
             raise StaleWrite(f"version {expected_version} is stale; at {int(reply[1])}")
+        if code == "BROKEN":
+            raise StoreDataError(f"commit not written, nothing was: {reply[1].decode()}")
         return [unpackb(raw) for raw in reply[1:]]
 
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
@@ -882,6 +890,14 @@ class RedisStore(Store):
         await self._bets.close()
         await self._batcher.close()
         await self._redis.aclose()
+
+
+def _refused_write(reply: list[Any]) -> NoReturn:
+    """Raise what a money script's {'LEDGER', counter} or {'BROKEN', reason} means."""
+    code, detail = reply[0].decode(), reply[1].decode()
+    if code == "LEDGER":
+        raise LedgerLimit(detail)
+    raise StoreDataError(f"nothing written: {detail}")
 
 
 def _by_player(payouts: list[Payout]) -> dict[str, list[Payout]]:
