@@ -238,9 +238,7 @@ class MemoryStore(Store):
         if amount > 0:
             check_ledger(balances=self._balances + amount, operator_in=self._operator_in + amount)
         else:
-            check_ledger(
-                balances=self._balances + amount, operator_out=self._operator_out - amount
-            )
+            check_ledger(balances=self._balances + amount, operator_out=self._operator_out - amount)
         if record is None:
             record = self._players[player] = _Player(0)
         record.balance += amount

@@ -290,6 +290,100 @@ async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
     assert after == before
 
 
+async def _dumps(raw: Redis, store: RedisStore) -> dict[bytes, bytes | None]:
+    """Every key of the store, serialized: equal dumps mean nothing was written."""
+    return {key: await raw.dump(key) async for key in raw.scan_iter(f"{store.key_prefix}:*")}
+
+
+@pytest.mark.parametrize("damage", ["history", "in_play", "house", "stream"])
+async def test_a_commit_that_cannot_write_a_value_writes_nothing(
+    table: Store, raw: Redis, damage: str
+) -> None:
+    """Settling with one value the commit would write damaged (a paid player's history or
+    in_play of the wrong type, the ledger's house one payout from 2**63, a stream already past
+    the next seq) raises StoreDataError and leaves Redis exactly as it was: the state, the
+    balances, the ledger and the events. Once mended, the same settlement goes through."""
+    assert isinstance(table, RedisStore)
+    owner = await Owner(table).start()
+    await owner.open()
+    await bet(table, "alice", 1_000, "player")
+    await bet(table, "bob", 1_000, "banker")
+    await owner.close()
+    await owner.deal()
+    key = {
+        "history": table._player_key("bob", "history"),
+        "in_play": table._player_key("bob", "in_play"),
+        "house": f"{table.key_prefix}:ledger",
+        "stream": f"{table.key_prefix}:{{t:{TABLE}}}:stream",
+    }[damage]
+    saved = await raw.dump(key)
+    if damage == "house":
+        await raw.hset(key, "house", str(2**63 - 500))  # a lost bet's 1,000 would overflow
+        await raw.hset(key, "balances", str(-(2**63) + 500))  # a win's 1,000 would too
+    elif damage == "stream":
+        await raw.xadd(key, {"e": b"x"}, id="999999-0")
+    else:
+        await raw.delete(key)
+        await raw.hset(key, "not", "a list")
+    before = await _dumps(raw, table)
+    with pytest.raises(StoreDataError):
+        await owner.settle()
+    assert await _dumps(raw, table) == before
+    await raw.delete(key)
+    if saved is not None:
+        await raw.restore(key, 0, saved)
+    await owner.settle()
+    assert await table.settlement(TABLE, 1, "bob") is not None
+    assert (await table.ledger()).balanced
+
+
+@pytest.mark.parametrize("damage", ["movements", "moves", "balance", "ledger"])
+async def test_a_movement_that_cannot_write_a_value_moves_nothing(
+    store: Store, raw: Redis, damage: str
+) -> None:
+    """An operator credit with a key it would write damaged raises StoreDataError and leaves
+    Redis exactly as it was (before: the balance and the ledger moved, no movement kept)."""
+    assert isinstance(store, RedisStore)
+    await store.move_money("alice", 500, "k-0")
+    if damage == "ledger":
+        await raw.hset(f"{store.key_prefix}:ledger", "operator_in", "lots")
+    elif damage == "balance":
+        await raw.set(store._player_key("alice", "balance"), "500.0")
+    else:
+        await raw.delete(store._player_key("alice", damage))
+        await raw.set(store._player_key("alice", damage), "not a collection")
+    before = await _dumps(raw, store)
+    with pytest.raises(StoreDataError):
+        await store.move_money("alice", 100, "k-1")
+    assert await _dumps(raw, store) == before
+
+
+async def test_a_new_player_with_a_damaged_ledger_is_not_created(store: Store, raw: Redis) -> None:
+    """ensure_player refuses with StoreDataError, creating nothing, when the ledger's issued
+    is not an integer (before: the balance was set, the ledger failed)."""
+    assert isinstance(store, RedisStore)
+    await raw.hset(f"{store.key_prefix}:ledger", "issued", "x")
+    before = await _dumps(raw, store)
+    with pytest.raises(StoreDataError):
+        await store.ensure_player("new", 1_000, 60_000)
+    assert await _dumps(raw, store) == before
+
+
+async def test_a_sweep_skips_a_guest_it_cannot_remove_whole(store: Store, raw: Redis) -> None:
+    """A guest whose balance is not an integer is skipped, its keys untouched, and the sweep
+    removes the others (before: the script failed, leaving the guests before it removed and
+    stopping every later sweep there)."""
+    assert isinstance(store, RedisStore)
+    for name in ("g0", "g1", "g2"):
+        await store.ensure_player(name, 1_000, 60_000)
+    await raw.set(store._player_key("g1", "balance"), "1e3")
+    assert await store.expire_guests(now_ms=await store.now_ms() + 120_000) == 2
+    assert await raw.get(store._player_key("g1", "balance")) == b"1e3"
+    assert await store.balance("g0") is None and await store.balance("g2") is None
+    ledger = await store.ledger()
+    assert (ledger.issued, ledger.expired, ledger.balances) == (3_000, 2_000, 1_000)
+
+
 async def test_unreachable_redis_raises_store_unavailable(own_server: RedisProcess) -> None:
     """With Redis down every call raises StoreUnavailable; after a restart the store works."""
     store = RedisStore.from_url(own_server.url)
