@@ -153,7 +153,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "guest_ttl": (1, MAX_TTL_S),
     "max_connections_per_player": (0, 1_000_000),
     "recall_rounds": (10, 1000),  # regulators ask for at least the last 10
-    "max_bets_per_round": (1, 10_000),
+    "max_bets_per_round": (1, 1_000_000),
     "workers": (1, 64),
 }
 

@@ -324,7 +324,7 @@ def test_every_setting_has_an_option(clean_env: pytest.MonkeyPatch) -> None:
 
 
 async def test_max_bets_per_round_reaches_the_store(clean_env: pytest.MonkeyPatch) -> None:
-    """--max-bets-per-round (default 50, BACCARAT_MAX_BETS_PER_ROUND, 1 to 10,000) is the
+    """--max-bets-per-round (default 50, BACCARAT_MAX_BETS_PER_ROUND, 1 to 1,000,000) is the
     store's: a player's bet past it in one round is TOO_MANY_BETS."""
     assert Settings().max_bets_per_round == _settings().max_bets_per_round == 50
     clean_env.setenv("BACCARAT_MAX_BETS_PER_ROUND", "7")
