@@ -258,7 +258,16 @@ async def test_a_damaged_key_fails_only_its_bet_and_leaves_nothing_behind(
 
 @pytest.mark.parametrize(
     "damage",
-    ["balance_hash", "balance_text", "stake_text", "totals_text", "ledger_text", "mine_hash"],
+    [
+        "balance_hash",
+        "balance_text",
+        "in_play_text",
+        "in_play_top",
+        "stake_text",
+        "totals_text",
+        "ledger_text",
+        "mine_hash",
+    ],
 )
 async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
     table: Store, raw: Redis, damage: str
@@ -275,6 +284,10 @@ async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
         await raw.hset(table._player_key("bob", "balance"), "not", "a number")
     elif damage == "balance_text":
         await raw.set(table._player_key("bob", "balance"), "5000.5")
+    elif damage == "in_play_text":
+        await raw.set(table._player_key("bob", "in_play"), "12abc")
+    elif damage == "in_play_top":
+        await raw.set(table._player_key("bob", "in_play"), str(2**63 - 1))
     elif damage == "stake_text":
         await raw.hset(prefix + "stakes:1", "player:bob", "lots")
     elif damage == "totals_text":

@@ -120,8 +120,10 @@ local function exact(value)
   if type(value) == 'table' then
     return value
   end
-  if type(value) == 'number' then
-    value = int(value)
+  if type(value) == 'number' then -- exact below 2^53; parted without going through text
+    local hi = math.floor(value / BILLION)
+    hi, value = carried(hi, value - hi * BILLION)
+    return {hi, value}
   end
   local sign, digits = string.match(value, '^(%-?)([1-9]%d*)$')
   if not digits then
@@ -139,6 +141,19 @@ local function exact(value)
     return nil
   end
   return {hi, lo}
+end
+
+-- The number of text Redis reads as an integer below 10^15 in magnitude (false: 0), else nil:
+-- the cheap check for a bet's per-player values, which a bet below 2^53 cannot take past 64
+-- bits; anything else goes through exact() and sum().
+local function small(value)
+  if not value then
+    return 0
+  end
+  if #value < 16 and (value == '0' or string.find(value, '^%-?[1-9]%d*$')) then
+    return tonumber(value)
+  end
+  return nil
 end
 
 -- The exact sum of the values (see exact), or nil if one is not an integer or the sum (or a

@@ -37,8 +37,11 @@ local archived = false
 local staked, added, records = 0, {bets = 0, bettors = 0}, {}
 local EXACT = 9007199254740992 -- 2^53
 -- The ledger's and the round's totals' values once the bets placed so far are written
--- (exact, see lib.lua): a bet whose sums would leave 64 bits is not placed.
-local after_sums = {}
+-- (exact, see lib.lua): a bet whose sums would leave 64 bits is not placed. When every one of
+-- them is below 2^62 in magnitude (`roomy`, the rule), a batch moving less than 2^61 in all
+-- cannot take one past 64 bits, and only `moved` is counted.
+local after_sums, roomy, moved = {}, true, 0
+local ROOM = 2305843009213693952 -- 2^61
 if not broken then
   local t = {rounds = KEYS[2], prefix = prefix, round = round, keep_rounds = tonumber(ARGV[3])}
   if not typed({KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'hash', stakes, 'hash',
@@ -54,8 +57,11 @@ if not broken then
     end
     after_sums.balances, after_sums.in_play = exact(ledger[1]), exact(ledger[2])
     for _, value in ipairs(ledger) do
-      if not exact(value) then
+      local v = exact(value)
+      if not v then
         broken = 'a ledger or round total is not an integer'
+      elseif v[1] >= 4611686018 or v[1] < -4611686018 then -- 2^62 = 4611686018.4e9
+        roomy = false
       end
     end
   end
@@ -100,10 +106,9 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
   if spot == '' then
     return {'SPOT'}
   end
+  -- A key of the wrong type fails the reads below, before any write of this bet: the pcall
+  -- around place() answers BROKEN.
   local mine = prefix .. 'mine:' .. round .. ':' .. player
-  if not typed({balance_key, 'string', in_play_key, 'string', mine, 'list'}) then
-    return {'BROKEN', 'a key of the player has the wrong type'}
-  end
   if redis.call('LLEN', mine) >= max_bets then
     return {'TOO_MANY', ARGV[4]}
   end
@@ -116,9 +121,11 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
   local field = spot .. ':' .. player
   local values = redis.call('HMGET', stakes, field, 'all:' .. player)
   local balance_text = redis.call('GET', balance_key)
-  local in_play = exact(redis.call('GET', in_play_key))
-  if not exact(values[1]) or not exact(values[2]) or not exact(balance_text) or not in_play then
-    return {'BROKEN', 'a balance or stake of the player is not an integer'}
+  local read = {values[1], values[2], balance_text}
+  for i = 1, 3 do
+    if not small(read[i]) and not exact(read[i]) then
+      return {'BROKEN', 'a balance or stake of the player is not an integer'}
+    end
   end
   local on_spot = tonumber(values[1] or '0')
   local balance = tonumber(balance_text or '0')
@@ -129,23 +136,37 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
   end
   -- Every sum this bet adds to, as it will be once written: none may leave 64 bits.
   local guest_ttl = redis.call('HGET', KEYS[5], player)
-  if not sum(in_play, amount) or not sum(values[1], amount) or not sum(values[2], amount)
-      or (guest_ttl and not tonumber(guest_ttl)) then
-    return {'BROKEN', 'a stake of the player would pass 64 bits'}
+  if guest_ttl and not tonumber(guest_ttl) then
+    return {'BROKEN', "the player's guest ttl is not a number"}
   end
-  local names = {'balances', 'in_play', 'totals:' .. spot, 'totals:bets', 'totals:bettors'}
-  local deltas = {-amount, amount, amount, 1, 1}
-  local sums = {}
-  for i, name in ipairs(names) do
-    sums[i] = sum(after_sums[name], deltas[i])
-    if not sums[i] then
-      return {'BROKEN', 'the ledger or a round total would pass 64 bits'}
+  -- The stake on the spot and on every spot grow by amount (false: a missing one).
+  for _, value in ipairs(values) do
+    if not (small(value) and amount < EXACT) and not sum(value, amount) then
+      return {'BROKEN', 'a stake of the player would pass 64 bits'}
     end
   end
-  -- Checked: from here on nothing can fail.
-  for i, name in ipairs(names) do
-    after_sums[name] = sums[i]
+  if roomy then
+    if moved + amount >= ROOM then
+      return {'BROKEN', 'this batch would move 2^61 or more'}
+    end
+    moved = moved + amount
+  else
+    local names = {'balances', 'in_play', 'totals:' .. spot, 'totals:bets', 'totals:bettors'}
+    local deltas = {-amount, amount, amount, 1, 1}
+    local sums = {}
+    for i, name in ipairs(names) do
+      sums[i] = sum(after_sums[name], deltas[i])
+      if not sums[i] then
+        return {'BROKEN', 'the ledger or a round total would pass 64 bits'}
+      end
+    end
+    for i, name in ipairs(names) do
+      after_sums[name] = sums[i]
+    end
   end
+  -- Checked. The first write of the bet is the one left that can fail (the stake in play,
+  -- not read before: of the wrong type, not an integer, or overflowing): then nothing of the
+  -- bet is written and the pcall around place() answers BROKEN. From there nothing can fail.
   if not archived then -- normally done by round_opened; makes sure this round is forgotten
     local t = table_context(ARGV[1], prefix, KEYS[1], nil, KEYS[2], nil, ARGV[3])
     t.round = round
@@ -155,9 +176,9 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
   if staked + amount >= EXACT then
     write_sums()
   end
+  redis.call('INCRBY', in_play_key, amount_arg) -- the stake in play: a guest keeps till settled
   local after = redis.call('DECRBY', balance_key, amount_arg)
   staked = staked + amount
-  redis.call('INCRBY', in_play_key, amount_arg) -- the stake in play: a guest keeps till settled
   if guest_ttl then
     redis.call('ZADD', KEYS[4], int(ts + tonumber(guest_ttl)), player) -- a bet is a sighting
   end
