@@ -83,6 +83,7 @@ def make_store(settings: Settings, clock: Clock) -> Store:
             history_events=settings.history_events,
             history_rounds=settings.history_rounds,
             recall_rounds=settings.recall_rounds,
+            max_bets_per_round=settings.max_bets_per_round,
         )
     from server.store.memory import MemoryStore
 
@@ -91,6 +92,7 @@ def make_store(settings: Settings, clock: Clock) -> Store:
         history_events=settings.history_events,
         history_rounds=settings.history_rounds,
         recall_rounds=settings.recall_rounds,
+        max_bets_per_round=settings.max_bets_per_round,
     )
 
 

@@ -60,6 +60,7 @@ class Settings:
     allowed_origins: str = ""  # comma-separated; empty: any Origin
     drain_seconds: float = 3.0
     recall_rounds: int = 100  # store.wallet.DEFAULT_RECALL_ROUNDS
+    max_bets_per_round: int = 50  # store.base.DEFAULT_MAX_BETS_PER_ROUND
     secret: str = ""  # the shared token secret, or a file holding it; empty: demo mode
     allow_guests: bool = False  # with a secret: may a connection without a token be a guest?
     allow_anonymous_spectators: bool | None = None  # None: on in demo mode, off with a secret
@@ -154,6 +155,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "guest_ttl": (1, MAX_TTL_S),
     "max_connections_per_player": (0, 1_000_000),
     "recall_rounds": (10, 1000),  # regulators ask for at least the last 10
+    "max_bets_per_round": (1, 1_000_000),
     "workers": (1, 64),
 }
 
@@ -238,6 +240,8 @@ _HELP = {
     "allowed_origins": "comma-separated Origin values browsers may connect from (empty: any)",
     "drain_seconds": "on SIGTERM, seconds /readyz answers 503 before connections close",
     "recall_rounds": "rounds each player can look back at (history), 10-1000",
+    "max_bets_per_round": "bets a player may have accepted in one round of a table; more get "
+    "bet_rejected TOO_MANY_BETS",
     "secret": "shared secret that signs tokens, or a file holding it (empty: demo mode)",
     "allow_guests": "with a secret, a connection without a token gets a guest player",
     "allow_anonymous_spectators": "a connection without a token may watch (default: on in demo "

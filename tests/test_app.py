@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import re
 import signal
 import socket
@@ -24,7 +25,9 @@ from server import app
 from server.app import GUEST_SWEEP_INTERVAL, Node, parse_tables
 from server.cli import main as cli_main
 from server.config import _RANGES, Settings, add_serve_arguments
+from server.core.errors import BetRejected, RejectCode
 from server.core.rules import PRESETS, rules_preset
+from server.core.table import TableState, open_round
 from server.runtime.clock import ManualClock, SystemClock
 from server.store.base import Event, Lease
 from server.store.memory import MemoryStore
@@ -361,6 +364,30 @@ def test_every_setting_has_an_option(clean_env: pytest.MonkeyPatch) -> None:
     for name in Settings.__dataclass_fields__:
         assert "--" + name.replace("_", "-") in text
         assert f"BACCARAT_{name.upper()}" in text
+
+
+async def test_max_bets_per_round_reaches_the_store(clean_env: pytest.MonkeyPatch) -> None:
+    """--max-bets-per-round (default 50, BACCARAT_MAX_BETS_PER_ROUND, 1 to 1,000,000) is the
+    store's: a player's bet past it in one round is TOO_MANY_BETS."""
+    assert Settings().max_bets_per_round == _settings().max_bets_per_round == 50
+    clean_env.setenv("BACCARAT_MAX_BETS_PER_ROUND", "7")
+    assert _settings().max_bets_per_round == 7
+    settings = _settings("--max-bets-per-round", "1")
+    with pytest.raises(ValueError, match="--max-bets-per-round must be a whole number from 1"):
+        Settings(max_bets_per_round=0)
+    clock = ManualClock()
+    store = app.make_store(settings, clock)
+    rules = PRESETS["classic8"]
+    await store.create_table("t", rules)
+    await store.ensure_player("p", 10_000)
+    opened = open_round(TableState("t"), rules, clock.now_ms(), 60_000, random.Random(1))
+    lease = await store.acquire_lease("t", "n", 60_000)
+    assert lease is not None
+    await store.commit("t", lease.token, 0, opened.state, opened.events)
+    await store.place_bet("t", "p", 1, "b-1", "player", 100)
+    with pytest.raises(BetRejected) as refused:
+        await store.place_bet("t", "p", 1, "b-2", "player", 100)
+    assert refused.value.code is RejectCode.TOO_MANY_BETS
 
 
 def test_default_node_id_is_unique() -> None:

@@ -21,6 +21,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 from server.core.bets import Bet, BetTotals, Payout
+from server.core.errors import BetRejected, RejectCode
 from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
@@ -31,6 +32,7 @@ from server.wire.shapes import PayoutView, TableEvent
 __all__ = [
     "DEFAULT_HISTORY_EVENTS",
     "DEFAULT_HISTORY_ROUNDS",
+    "DEFAULT_MAX_BETS_PER_ROUND",
     "BetReceipt",
     "Event",
     "Lease",
@@ -41,14 +43,24 @@ __all__ = [
     "StaleWrite",
     "StateUnreadable",
     "Store",
+    "StoreDataError",
     "StoreUnavailable",
     "new_epoch",
+    "too_many_bets",
 ]
 
 Event = TableEvent  # a stored event exactly as broadcast: type, table, seq, round, ts, kind, ...
 
 DEFAULT_HISTORY_EVENTS = 20_000  # live events kept per table for `since` catch-up
 DEFAULT_HISTORY_ROUNDS = 1_000  # rounds kept per table for replay
+# Bets one player may have accepted in one round (per table): a round's bets are settled and
+# delivered together, so what one player can add to that work is bounded.
+DEFAULT_MAX_BETS_PER_ROUND = 50
+
+
+def too_many_bets(limit: int) -> BetRejected:
+    """The refusal of a player's bet beyond `limit` accepted in one round (both engines)."""
+    return BetRejected(RejectCode.TOO_MANY_BETS, f"at most {limit} bets per player in one round")
 
 
 def new_epoch() -> str:
@@ -72,6 +84,13 @@ class StoreRefused(StoreUnavailable):
 
 class StateUnreadable(Exception):
     """The stored table state cannot be decoded (corrupt, or written in a newer format)."""
+
+
+class StoreDataError(Exception):
+    """A stored value kept a write from happening (a key of the wrong type, a value that is
+    not an integer, a sum that would pass 64 bits): the store checked before writing, so
+    nothing of that operation was written. Not the caller's fault; retrying does not help
+    until the value is mended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +206,10 @@ class Store(Wallet):
         and add it to the round's totals, all in one atomic step, in time independent of the
         bets already placed. No event: the owner publishes the totals (bet_totals). A bet_id
         the player used at this table in a round still held returns the first receipt and
-        debits nothing. Raises BetRejected with a code otherwise."""
+        debits nothing. A player's bet beyond `max_bets_per_round` accepted in this round is
+        BetRejected TOO_MANY_BETS (checked after the window and the spot, before the limits
+        and the balance). Raises BetRejected with a code otherwise; StoreDataError if a
+        stored value kept it from being placed (then nothing was written)."""
 
     @abc.abstractmethod
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:

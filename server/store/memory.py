@@ -24,6 +24,7 @@ from server.core.table import TableState, verify_bet_window
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
+    DEFAULT_MAX_BETS_PER_ROUND,
     BetReceipt,
     Event,
     Lease,
@@ -34,6 +35,7 @@ from server.store.base import (
     StaleWrite,
     Store,
     new_epoch,
+    too_many_bets,
 )
 from server.store.codec import state_from_bytes, state_to_bytes
 from server.store.recall import history_record, record_body
@@ -44,6 +46,7 @@ from server.store.wallet import (
     MOVEMENTS_KEPT,
     InsufficientFunds,
     Movement,
+    check_ledger,
     check_movement,
 )
 from server.wire.envelope import stamp
@@ -121,8 +124,10 @@ class MemoryStore(Store):
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
+        max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
     ) -> None:
         self._now_ms = now_ms
+        self._max_bets = max(max_bets_per_round, 1)
         self._history_events = history_events
         self._history_rounds = max(history_rounds, 1)
         self._recall_rounds = max(recall_rounds, 1)
@@ -131,6 +136,9 @@ class MemoryStore(Store):
         self._players: dict[str, _Player] = {}
         self._guests: set[str] = set()  # the players that may expire: a sweep looks at these
         self._issued = 0
+        # The sum of the balances, kept as it changes (ledger() sums them anew), so the ledger
+        # bound is checked without summing every player's balance.
+        self._balances = 0
         self._in_play = 0
         self._house = 0
         self._operator_in = 0
@@ -196,9 +204,13 @@ class MemoryStore(Store):
     ) -> int:
         record = self._players.get(player)
         if record is None:
+            check_ledger(
+                issued=self._issued + initial_balance, balances=self._balances + initial_balance
+            )
             ttl = None if guest_ttl_ms is None else max(guest_ttl_ms, 0)
             record = self._players[player] = _Player(initial_balance, ttl)
             self._issued += initial_balance
+            self._balances += initial_balance
             if ttl is not None:
                 self._guests.add(player)
         elif record.guest_ttl_ms is not None and guest_ttl_ms is not None:
@@ -225,9 +237,14 @@ class MemoryStore(Store):
             raise InsufficientFunds(player, balance, -amount)
         if balance + amount >= MONEY_LIMIT:
             raise ValueError(f"a balance of {balance} + {amount} would pass 2**53")
+        if amount > 0:
+            check_ledger(balances=self._balances + amount, operator_in=self._operator_in + amount)
+        else:
+            check_ledger(balances=self._balances + amount, operator_out=self._operator_out - amount)
         if record is None:
             record = self._players[player] = _Player(0)
         record.balance += amount
+        self._balances += amount
         if amount > 0:
             self._operator_in += amount
         else:
@@ -258,7 +275,9 @@ class MemoryStore(Store):
         ]
         for name in gone:
             self._guests.discard(name)
-            self._expired += self._players.pop(name).balance
+            balance = self._players.pop(name).balance
+            self._balances -= balance
+            self._expired += balance
         return len(gone)
 
     async def history(
@@ -287,13 +306,16 @@ class MemoryStore(Store):
             return table.rounds[held].receipts[key]
         verify_bet_window(table.header, round_no, self._now_ms())
         spot_ = parse_spot(spot)
+        record = self._round(table, table.header.round)
+        if len(record.mine.get(player, ())) >= self._max_bets:
+            raise too_many_bets(self._max_bets)
         player_record = self._players.get(player)
         balance = player_record.balance if player_record else 0
-        record = self._round(table, table.header.round)
         on_spot = record.stakes.get((player, spot_), 0)
         verify_bet(table.rules.limits, spot_, amount, on_spot, balance)
         assert isinstance(amount, int) and player_record is not None  # balance >= amount > 0
         player_record.balance -= amount
+        self._balances -= amount
         player_record.in_play += amount
         self._seen(player_record)
         self._in_play += amount
@@ -377,6 +399,7 @@ class MemoryStore(Store):
             # A bettor has a record: it cannot expire while its stake is in play.
             wallet = self._players.setdefault(player, _Player(0))
             wallet.balance += credit
+            self._balances += credit
             wallet.in_play = max(wallet.in_play - staked, 0)
             self._in_play -= staked
             self._house += staked - credit

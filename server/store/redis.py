@@ -56,6 +56,7 @@ from server.core.table import Phase, TableState
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
+    DEFAULT_MAX_BETS_PER_ROUND,
     BetReceipt,
     Event,
     Lease,
@@ -66,9 +67,11 @@ from server.store.base import (
     StaleWrite,
     StateUnreadable,
     Store,
+    StoreDataError,
     StoreRefused,
     StoreUnavailable,
     new_epoch,
+    too_many_bets,
 )
 from server.store.codec import (
     bet_from_bytes,
@@ -86,6 +89,7 @@ from server.store.wallet import (
     MONEY_LIMIT,
     MOVEMENTS_KEPT,
     InsufficientFunds,
+    LedgerLimit,
     Movement,
     check_movement,
 )
@@ -247,8 +251,10 @@ class _BetBatches:
 
     One script call per bet cost Redis the call's own overhead and a read of the table's
     state, the clock and the spot's limits for every bet, and the node redis-py's per-command
-    work; a batch pays them once. Each caller still gets its own reply or error; a call that
-    fails fails every bet in it (place_bet is idempotent by bet_id, so a caller may retry)."""
+    work; a batch pays them once. Each caller still gets its own reply: the script judges
+    every bet on its own, so a bet it cannot place (a damaged key: StoreDataError) leaves the
+    others' answers alone. Only a call that fails as a whole (Redis unreachable) fails every
+    bet in it (place_bet is idempotent by bet_id, so a caller may retry)."""
 
     def __init__(self, submit: Callable[[str, list[str], list[str]], Awaitable[Any]]) -> None:
         self._submit = submit  # queues the batch's script call at once; awaited for its reply
@@ -325,6 +331,7 @@ class RedisStore(Store):
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
+        max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
         key_prefix: str = "bac",
         timeout_s: float = 5.0,
         retries: int = 3,
@@ -333,6 +340,7 @@ class RedisStore(Store):
         self._url = url
         self._history = (max(history_events, 1), max(history_rounds, 1))
         self._recall_rounds = max(recall_rounds, 1)
+        self._max_bets = max(max_bets_per_round, 1)
         self._prefix = key_prefix
         # Keys every bet names, made once instead of per call.
         self._ledger_key = f"{key_prefix}:ledger"
@@ -358,6 +366,7 @@ class RedisStore(Store):
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
+        max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
         key_prefix: str = "bac",
     ) -> RedisStore:
         return cls(
@@ -365,6 +374,7 @@ class RedisStore(Store):
             history_events=history_events,
             history_rounds=history_rounds,
             recall_rounds=recall_rounds,
+            max_bets_per_round=max_bets_per_round,
             key_prefix=key_prefix,
         )
 
@@ -522,7 +532,10 @@ class RedisStore(Store):
     ) -> int:
         keys = [self._player_key(player, "balance"), self._ledger_key, *self._guest_keys]
         ttl = "" if guest_ttl_ms is None else max(int(guest_ttl_ms), 0)
-        return int(await self._run("ensure_player", keys, [initial_balance, ttl, player]))
+        reply = await self._run("ensure_player", keys, [initial_balance, ttl, player])
+        if isinstance(reply, list):
+            _refused_write(reply)
+        return int(reply)
 
     async def move_money(self, player: str, amount: int, idempotency_key: str) -> Movement:
         amount = check_movement(amount, idempotency_key)
@@ -538,6 +551,8 @@ class RedisStore(Store):
             raise InsufficientFunds(player, int(reply[1]), -amount)
         if code == "LIMIT":
             raise ValueError(f"a balance of {int(reply[1])} + {amount} would pass 2**53")
+        if code != "OK":
+            _refused_write(reply)
         return Movement(*unpackb(reply[1]))
 
     async def movements(self, player: str, limit: int = MOVEMENTS_KEPT) -> list[Movement]:
@@ -614,7 +629,7 @@ class RedisStore(Store):
         return self._submit_script(
             "place_bet",
             [table.state, table.rounds, self._ledger_key, *self._guest_keys, *keys],
-            [table_id, table.prefix, self._history[1], *args],
+            [table_id, table.prefix, self._history[1], self._max_bets, *args],
         )
 
     @staticmethod
@@ -623,6 +638,8 @@ class RedisStore(Store):
     ) -> NoReturn:
         """Raise the BetRejected the memory engine would, from the script's refusal."""
         code = reply[0].decode()
+        if code == "BROKEN":
+            raise StoreDataError(f"bet not placed, nothing written: {reply[1].decode()}")
         if code == "UNKNOWN_TABLE":
             raise _unknown_table(table_id)
         if code == "CLOSED":
@@ -633,6 +650,8 @@ class RedisStore(Store):
                 RejectCode.WRONG_ROUND, f"round {round_no!r} is not open; {current} is"
             )
         spot_ = parse_spot(spot)  # raises UNKNOWN_SPOT for code SPOT
+        if code == "TOO_MANY":
+            raise too_many_bets(int(reply[1]))
         # MONEY: the core names the rule that failed, from the values the script saw.
         low, high, on_spot, balance = reply[1:5]
         spots = {spot_: SpotLimit(int(low), int(high))} if low else {}
@@ -699,6 +718,8 @@ class RedisStore(Store):
             raise StaleWrite(f"fencing token {fence} is not the lease holder's")
         if code == "VERSION":
             raise StaleWrite(f"version {expected_version} is stale; at {int(reply[1])}")
+        if code == "BROKEN":
+            raise StoreDataError(f"commit not written, nothing was: {reply[1].decode()}")
         return [unpackb(raw) for raw in reply[1:]]
 
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
@@ -905,6 +926,14 @@ class RedisStore(Store):
         await self._bets.close()
         await self._batcher.close()
         await self._redis.aclose()
+
+
+def _refused_write(reply: list[Any]) -> NoReturn:
+    """Raise what a money script's {'LEDGER', counter} or {'BROKEN', reason} means."""
+    code, detail = reply[0].decode(), reply[1].decode()
+    if code == "LEDGER":
+        raise LedgerLimit(detail)
+    raise StoreDataError(f"nothing written: {detail}")
 
 
 def _by_player(payouts: list[Payout]) -> dict[str, list[Payout]]:

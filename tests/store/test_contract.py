@@ -236,6 +236,42 @@ async def test_checks_run_in_the_core_order(table: Store) -> None:
     assert await rejected(table, "alice", 20_000, "tie") == RejectCode.LIMIT
 
 
+async def test_a_players_bets_in_one_round_stop_at_max_bets_per_round(
+    make_store: StoreFactory,
+) -> None:
+    """Issue 16, item 4: past max_bets_per_round accepted bets of a player in one round, the
+    next is TOO_MANY_BETS (after the window and spot checks, before the amount and balance),
+    debiting nothing; a retry of a placed bet_id still gets its receipt; other players and
+    the next round are not affected. Bets sent together (one Redis batch) count one by one."""
+    store = await make_store(max_bets_per_round=3)
+    await store.create_table(TABLE, RULES)
+    await store.ensure_player("alice", 10_000)
+    await store.ensure_player("bob", 10_000)
+    owner = await Owner(store).start()
+    await owner.open()
+    spots = ("player", "player", "banker", "banker")
+    sent = [bet(store, "alice", 100, spot, bet_id=f"a{i}") for i, spot in enumerate(spots)]
+    results = await asyncio.gather(*sent, return_exceptions=True)  # together
+    assert [r.bet_id for r in results[:3]] == ["a0", "a1", "a2"]  # type: ignore[union-attr]
+    refused = results[3]
+    assert isinstance(refused, BetRejected) and refused.code is RejectCode.TOO_MANY_BETS
+    assert refused.message == "at most 3 bets per player in one round"
+    assert await rejected(store, "alice", 100, "dragon") == RejectCode.UNKNOWN_SPOT
+    assert await rejected(store, "alice", 100, "player", round_no=7) == RejectCode.WRONG_ROUND
+    assert await rejected(store, "alice", 10**9, "tie") == RejectCode.TOO_MANY_BETS
+    assert await rejected(store, "alice", -1, "tie") == RejectCode.TOO_MANY_BETS
+    assert await bet(store, "alice", 100, "player", bet_id="a0") == results[0]  # a retry
+    assert await store.balance("alice") == 9_700
+    assert len(await store.round_bets(TABLE, 1)) == 3
+    assert (await bet(store, "bob", 100, bet_id="b0")).balance == 9_900
+    await owner.close()
+    await owner.deal()
+    await owner.settle()
+    await owner.open()
+    assert (await bet(store, "alice", 100, round_no=2, bet_id="next")).round == 2
+    assert (await store.ledger()).balanced
+
+
 async def test_rejected_bet_changes_nothing(table: Store) -> None:
     """A refused bet leaves balances, the ledger and the event history untouched."""
     await (await Owner(table).start()).open()

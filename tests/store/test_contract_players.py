@@ -14,9 +14,11 @@ import pytest
 from server.store.base import Store
 from server.store.wallet import (
     IDEMPOTENCY_KEYS_KEPT,
+    LEDGER_LIMIT,
     MONEY_LIMIT,
     MOVEMENTS_KEPT,
     InsufficientFunds,
+    LedgerLimit,
     Movement,
 )
 from tests.store import TABLE, Owner, bet
@@ -303,6 +305,47 @@ async def test_bad_keys_and_balances_past_the_limit_are_refused(store: Store) ->
     top = await store.move_money("alice", MONEY_LIMIT - 1_001, "k-1")  # just below: fine
     assert top.balance == MONEY_LIMIT - 1
     assert await store.balance("alice") == MONEY_LIMIT - 1
+    await balanced(store)
+
+
+async def test_operator_movements_stop_before_a_ledger_counter_overflows(store: Store) -> None:
+    """Issue 16, item 2: 1,024 credit/debit pairs of 2**53-1 take operator_in and operator_out
+    to 2**63-1024; the 1,025th credit would take operator_in past 2**63-1, so both engines
+    refuse it with LedgerLimit (nothing moves, no movement recorded), its debit is then short
+    of funds, a credit that still fits goes through, and the ledger stays balanced."""
+    top = MONEY_LIMIT - 1
+    for i in range(1024):
+        assert (await store.move_money("whale", top, f"in-{i}")).balance == top
+        assert (await store.move_money("whale", -top, f"out-{i}")).balance == 0
+    with pytest.raises(LedgerLimit) as full:
+        await store.move_money("whale", top, "in-1024")
+    assert full.value.counter == "operator_in"
+    assert str(full.value) == "the ledger's operator_in would pass 2**63 - 1; nothing moved"
+    with pytest.raises(InsufficientFunds):
+        await store.move_money("whale", -top, "out-1024")
+    ledger = await store.ledger()
+    assert ledger.operator_in == ledger.operator_out == 1024 * top
+    assert (await store.movements("whale", 1))[0].idempotency_key == "out-1023"
+    assert await store.balance("whale") == 0
+    await balanced(store)
+    room = LEDGER_LIMIT - 1024 * top  # 1023
+    assert (await store.move_money("whale", room, "in-last")).balance == room
+    with pytest.raises(LedgerLimit):
+        await store.move_money("whale", 1, "in-one-more")
+    assert (await store.ledger()).operator_in == LEDGER_LIMIT
+    await balanced(store)
+
+
+async def test_a_new_player_that_would_overflow_the_ledger_is_refused(store: Store) -> None:
+    """ensure_player refuses (LedgerLimit, nothing created) a new player whose balance would
+    take the ledger's issued past 2**63-1."""
+    await store.ensure_player("a", 2**62)
+    with pytest.raises(LedgerLimit) as full:
+        await store.ensure_player("b", 2**62)
+    assert full.value.counter == "issued"
+    assert await store.balance("b") is None
+    assert await store.ensure_player("b", 2**62 - 1) == 2**62 - 1
+    assert (await store.ledger()).issued == LEDGER_LIMIT
     await balanced(store)
 
 

@@ -30,7 +30,6 @@ import pytest
 import server.core.bets as core_bets
 import server.store.redis as redis_store
 from server.app import Node
-from server.config import Settings
 from server.core.bets import Bet, Payout, Paytable, Spot, settle_bets
 from server.core.coup import resolve_coup
 from server.core.shoe import Shoe
@@ -170,9 +169,8 @@ async def test_a_round_of_40k_bets_settles_and_delivers_in_slices(
     """Settling and delivering 40,000 bets never does more than a slice of per-bet work in one
     turn of the event loop, on both engines; every player gets its settlement, money is
     conserved and every bet is settled once."""
-    # Each player bets BETS_EACH times: raise a per-round limit on bets where there is one.
-    limit = {"max_bets_per_round": BETS_EACH} if hasattr(Settings, "max_bets_per_round") else {}
-    node = await make_node(engine=engine, betting_window=6.0 * SCALE, **limit)
+    # Each player bets BETS_EACH times: past the default --max-bets-per-round.
+    node = await make_node(engine=engine, betting_window=6.0 * SCALE, max_bets_per_round=BETS_EACH)
     clients: list[Client] = [await open_client(node) for _ in range(PLAYERS)]
     players = [client.welcome["player"] for client in clients]
     watcher = clients[0]
