@@ -15,8 +15,9 @@ from server.cli import main
         (["bots", "--url", "ws://x/ws", "--bots", "-1"], "--bots"),
         (["bots", "--url", "ws://x/ws", "--duration", "nan"], "--duration"),
         (["bots", "--url", "ws://x/ws", "--strategy", "double"], "--strategy"),
-        (["bots", "--url", "ws://x/ws", "--token-secret", "a", "--token-file", "b"], "not allowed"),
-        (["bots", "--url", "ws://x/ws", "--token-file", "/nonexistent/secret"], "--token-file"),
+        (["bots", "--url", "ws://x/ws", "--secret", "short"], "at least 32"),
+        (["bots", "--url", "ws://x/ws", "--secret", "/nonexistent/secret"], "no secret file"),
+        (["bots", "--url", "ws://x/ws", "--token-secret", "a" * 40], "--token-secret"),
     ],
 )
 def test_bad_options_are_one_line_and_status_2(
