@@ -102,6 +102,7 @@ class Bot:
         self.gave_up = False  # the site runs none of the tables asked for, or refused this bot
         self.welcomed = False  # got a welcome at least once
         self.refused: str | None = None  # why the server refused this bot for good
+        self.last_failure: str | None = None  # why its last handshake failed, since a welcome
         self.dropped_since_bet = False
 
     def _mint(self, config: BotConfig) -> str | None:
@@ -156,6 +157,7 @@ class Bot:
         except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
             reason = connect_failure_reason(error, self.shared.config.connect_timeout)
             self.stats.connect_failed(reason)
+            self.last_failure = reason
             if _refused_for_good(error):
                 # The same handshake would be refused again (a bad token, a wrong path): this
                 # bot stops, and the run says why rather than retrying until its end.
@@ -180,6 +182,7 @@ class Bot:
                     continue
                 if message.get("type") == "welcome":
                     welcomed = self.welcomed = True
+                    self.last_failure = None
                     self.stats.connected += 1
                     self.stats.ever_connected += 1
                 await self._handle(message, received)
@@ -403,6 +406,13 @@ class Bot:
                 self.waiters.pop(bet_id, None)
                 self.stats.bets_unanswered += 1  # within ACK_TIMEOUT_S
                 return
+
+    @property
+    def lost(self) -> str | None:
+        """Why this bot, which had connected, is not connected now and failed to come back."""
+        if self.welcomed and self.ws is None and self.refused is None:
+            return self.last_failure
+        return None
 
     @property
     def outstanding(self) -> int:

@@ -20,8 +20,9 @@ EXIT_STATUSES = {
     EXIT_PROBLEMS: "a mismatch, gap or duplicate was seen (see `problems`), or a process of "
     "--procs left no report",
     EXIT_USAGE: "a usage error (a bad option or secret), or the site runs none of the --tables",
-    EXIT_NO_CONNECTION: "one or more bots could not connect or were refused by the server "
-    "(`problems` says how many and the reason the server gave)",
+    EXIT_NO_CONNECTION: "one or more bots could not connect, were refused by the server, or "
+    "were dropped and could not reconnect (`problems` says how many and the reason the "
+    "server gave)",
 }
 
 

@@ -149,6 +149,7 @@ async def run_bots(
             len(everyone),
             never=sum(not bot.welcomed for bot in everyone),
             refused_after_welcome=[bot.refused for bot in everyone if bot.welcomed and bot.refused],
+            lost=[bot.lost for bot in everyone if bot.lost],
         )
     finally:
         shared.stop.set()
@@ -215,7 +216,7 @@ def _exit_status(report: dict[str, Any]) -> int:
     if report.get("no_table"):
         print("baccarat bots: the site runs none of the --tables asked for", file=sys.stderr)
         return EXIT_USAGE
-    if report["never_connected"] or report["refused"]:
+    if report["never_connected"] or report["refused"] or report["lost"]:
         return EXIT_NO_CONNECTION
     if not report["connected"] and report["bots"] + report["spectators"]:
         return EXIT_NO_CONNECTION

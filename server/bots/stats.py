@@ -84,6 +84,7 @@ class RunStats:
     connect_errors: Counter[str] = field(default_factory=Counter)  # failures by reason
     never_connected: int = 0  # bots that never got a welcome (set at the end of the run)
     refused: int = 0  # bots the server refused for good (they stopped trying)
+    lost: int = 0  # bots that had connected, were dropped and failed to reconnect by the end
     no_table: int = 0  # bots whose site runs none of the tables asked for
     disconnects: int = 0
     rounds_checked: int = 0
@@ -124,15 +125,22 @@ class RunStats:
         self.connect_failures += 1
         self.connect_errors[reason] += 1
 
-    def connections_ended(self, asked: int, never: int, refused_after_welcome: list[str]) -> None:
-        """At the end of a run: bots that never connected, or were refused on reconnecting,
-        are problems that say why (the reasons the handshakes failed with)."""
+    def connections_ended(
+        self, asked: int, never: int, refused_after_welcome: list[str], lost: list[str]
+    ) -> None:
+        """At the end of a run: bots that never connected, were refused on reconnecting, or
+        were dropped and failed to come back are problems that say why (the reasons their
+        handshakes failed with)."""
         self.never_connected = never
-        if refused_after_welcome:
-            reasons = Counter(refused_after_welcome).most_common()
-            said = "; ".join(f"{count}: {reason}" for reason, count in reasons)
-            detail = f"{len(refused_after_welcome)} bots were refused when reconnecting ({said})"
-            self.problem(Problem(ProblemKind.CONNECT, "", detail))
+        self.lost = len(lost)
+        for bots, what in (
+            (refused_after_welcome, "were refused when reconnecting"),
+            (lost, "were dropped and could not reconnect"),
+        ):
+            if bots:
+                said = "; ".join(f"{n}: {reason}" for reason, n in Counter(bots).most_common())
+                detail = f"{len(bots)} of {asked} bots {what} ({said})"
+                self.problem(Problem(ProblemKind.CONNECT, "", detail))
         if never:
             detail = f"{never} of {asked} bots never connected: {self.connect_reasons()}"
             self.problem(Problem(ProblemKind.CONNECT, "", detail))
@@ -167,6 +175,7 @@ class RunStats:
             "connect_errors": dict(self.connect_errors.most_common()),
             "never_connected": self.never_connected,
             "refused": self.refused,
+            "lost": self.lost,
             "no_table": self.no_table,
             "rounds_checked": self.rounds_checked,
             "rounds_unchecked": self.rounds_unchecked,
@@ -206,6 +215,7 @@ _SUMMED = (
     "connect_failures",
     "never_connected",
     "refused",
+    "lost",
     "no_table",
     "rounds_checked",
     "rounds_unchecked",

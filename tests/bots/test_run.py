@@ -232,3 +232,30 @@ async def test_nothing_listening_is_connection_refused() -> None:
     assert problem["kind"] == "connect"
     assert problem["detail"].startswith("2 of 2 bots never connected: ")
     assert problem["detail"].endswith(" connect failures: connection refused")
+
+
+async def test_bots_that_cannot_reconnect_are_a_problem(make_node: NodeFactory) -> None:
+    """The site goes away mid-run (the proxy drops every bot and stops listening): the bots'
+    reconnects are refused, and the run says so with the reason (exit 3), not 0."""
+    node = await make_node(**QUICK)
+    proxy = Proxy(url(node), lambda link, message: message)
+
+    def go_away(link: Link, message: Message) -> Message | None:
+        if message.get("kind") == "round_opened":
+            assert proxy.server is not None
+            proxy.server.close(close_connections=False)  # no new connection gets in
+            return None  # and this one is cut
+        return message
+
+    proxy.change = go_away
+    async with proxy:
+        report, status = await run_in_process(
+            "--url", proxy.url, "--bots", "2", "--duration", "2", "--connect-timeout", "1"
+        )
+    assert report["connected"] == 2 and report["never_connected"] == 0
+    assert report["lost"] == 2 and report["disconnects"] == 2
+    [problem] = report["problems"]
+    assert problem["detail"] == (
+        "2 of 2 bots were dropped and could not reconnect (2: connection refused)"
+    )
+    assert status == 3
