@@ -131,3 +131,20 @@ def test_procs_share_the_bots_without_overlap() -> None:
             sum(count for _, count in shares[:i]) for i in range(parts)
         ]
         assert max(c for _, c in shares) - min(c for _, c in shares) <= 1
+
+
+def test_connect_failures_are_said_in_a_few_words() -> None:
+    """A refused TCP connect is "connection refused" even when asyncio joins the errors of
+    every address it tried; a timeout says how long it waited."""
+    from server.bots.bot import connect_failure_reason
+
+    joined = OSError(
+        "Multiple exceptions: [Errno 111] Connect call failed ('::1', 1, 0, 0), "
+        "[Errno 111] Connect call failed ('127.0.0.1', 1)"
+    )
+    assert connect_failure_reason(joined, 5) == "connection refused"
+    assert connect_failure_reason(ConnectionRefusedError(111, "x"), 5) == "connection refused"
+    assert connect_failure_reason(TimeoutError(), 2.5) == "no handshake within 2.5 s"
+    assert connect_failure_reason(OSError(-2, "Name or service not known"), 5) == (
+        "Name or service not known"
+    )
