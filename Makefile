@@ -19,8 +19,8 @@ run: $(STAMP)
 	$(BIN)/baccarat serve $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check server tests bench
-	$(BIN)/ruff format --check server tests bench
+	$(BIN)/ruff check server tests bench tools
+	$(BIN)/ruff format --check server tests bench tools
 
 types: $(STAMP)
 	$(BIN)/mypy

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
@@ -24,12 +23,13 @@ from server.core.rules import PRESETS, TableRules, rules_preset
 from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
 from server.runtime.table_loop import TableLoop, Timings
-from server.store.base import Store, StoreUnavailable
+from server.store.base import Store, StoreRefused, StoreUnavailable
 from server.tables_file import TABLE_ID, read_tables_file
 from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
 from server.transport.limits import RateLimits
 from server.transport.operator_api import OperatorApi, table_rows
+from server.transport.protocol import keep_connected_guests
 from server.transport.server import Listen, start_server
 from server.transport.session import SessionContext, close_all, push_settlement
 
@@ -83,6 +83,7 @@ def make_store(settings: Settings, clock: Clock) -> Store:
             history_events=settings.history_events,
             history_rounds=settings.history_rounds,
             recall_rounds=settings.recall_rounds,
+            max_bets_per_round=settings.max_bets_per_round,
         )
     from server.store.memory import MemoryStore
 
@@ -91,6 +92,7 @@ def make_store(settings: Settings, clock: Clock) -> Store:
         history_events=settings.history_events,
         history_rounds=settings.history_rounds,
         recall_rounds=settings.recall_rounds,
+        max_bets_per_round=settings.max_bets_per_round,
     )
 
 
@@ -162,6 +164,7 @@ class Node:
         self.stopped = False
         self._loop_tasks: list[asyncio.Task[None]] = []
         self._sweeper: asyncio.Task[None] | None = None
+        self._guest_keeper: asyncio.Task[None] | None = None
         self.log = structlog.get_logger("node").bind(node=self.node_id)
 
     @property
@@ -200,6 +203,7 @@ class Node:
         # Loops start once the port is bound: a node that cannot serve never takes a table.
         self._loop_tasks = [asyncio.create_task(loop.run()) for loop in self.loops]
         self._sweeper = asyncio.create_task(self._sweep_guests())
+        self._guest_keeper = asyncio.create_task(keep_connected_guests(self.ctx, self.clock.sleep))
         engine = "redis" if self.settings.redis else "memory"
         self.log.info(
             "listening",
@@ -228,12 +232,23 @@ class Node:
 
     async def drain_and_stop(self, interrupt: asyncio.Event | None = None) -> None:
         """Drain for `drain_seconds` (or until `interrupt` is set), then stop: a load
-        balancer polling /readyz stops sending clients before they are closed with 1001."""
-        self.begin_drain()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(
-                (interrupt or asyncio.Event()).wait(), self.settings.drain_seconds
-            )
+        balancer polling /readyz stops sending clients before they are closed with 1001.
+        The log says what happens: an interrupt already set (SIGINT) skips the drain, one
+        set during it (a second SIGTERM) cuts it short."""
+        interrupt = interrupt or asyncio.Event()
+        if interrupt.is_set():
+            self.draining = True
+            self.log.info("stopping_now", drain="skipped")
+        else:
+            self.begin_drain()
+            started = asyncio.get_running_loop().time()
+            try:
+                await asyncio.wait_for(interrupt.wait(), self.settings.drain_seconds)
+            except TimeoutError:
+                pass
+            else:
+                waited = round(asyncio.get_running_loop().time() - started, 3)
+                self.log.info("drain_cut_short", seconds=waited)
         await self.stop()
 
     async def _sweep_guests(self) -> None:
@@ -316,7 +331,7 @@ class Node:
         if self.stopped:
             return
         self.stopped = self.draining = True
-        tasks = [*self._loop_tasks, *([self._sweeper] if self._sweeper else [])]
+        tasks = [*self._loop_tasks, *(t for t in (self._sweeper, self._guest_keeper) if t)]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -419,6 +434,9 @@ def run_node(settings: Settings, demo_secret: str | None = None) -> int:
         runner(_serve(settings, demo_secret))
     except StopTimedOut:
         return 1
+    except StoreRefused as error:  # a setting only the store can judge: a usage error
+        print(f"baccarat serve: cannot start: {error}", file=sys.stderr)
+        return 2
     except (OSError, StoreUnavailable) as error:  # port taken, bad host, Redis down at start
         print(f"baccarat serve: cannot start: {error}", file=sys.stderr)
         return 1

@@ -333,8 +333,8 @@ def _add_bots(subparsers: argparse._SubParsersAction[_Parser]) -> None:
     parser = subparsers.add_parser(
         "bots",
         help="load a site with bots that check every round",
-        description="Player and spectator bots that join tables, bet, and check every round "
-        "they see with the game core. Exit status 1 on any mismatch, gap or duplicate.",
+        description="Player and spectator bots that join tables, bet, and check every round\n"
+        "they see with the game core; the JSON report says what was checked and found.",
     )
     add_bots_arguments(parser)
     parser.set_defaults(handler=_run_bots)

@@ -14,6 +14,7 @@ import socket
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from server.auth import DEFAULT_GUEST_TTL_S, MAX_TTL_S, AuthPolicy, load_secret
 
@@ -59,6 +60,7 @@ class Settings:
     allowed_origins: str = ""  # comma-separated; empty: any Origin
     drain_seconds: float = 3.0
     recall_rounds: int = 100  # store.wallet.DEFAULT_RECALL_ROUNDS
+    max_bets_per_round: int = 50  # store.base.DEFAULT_MAX_BETS_PER_ROUND
     secret: str = ""  # the shared token secret, or a file holding it; empty: demo mode
     allow_guests: bool = False  # with a secret: may a connection without a token be a guest?
     allow_anonymous_spectators: bool | None = None  # None: on in demo mode, off with a secret
@@ -79,6 +81,7 @@ class Settings:
             if isinstance(value, int | float) and not isinstance(value, bool):
                 _check_range(f.name, value)
         self.origins()  # raises for a malformed list
+        _check_redis_url(self.redis)
         self.auth_policy()  # raises for a short, missing or unreadable secret
 
     @property
@@ -152,6 +155,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "guest_ttl": (1, MAX_TTL_S),
     "max_connections_per_player": (0, 1_000_000),
     "recall_rounds": (10, 1000),  # regulators ask for at least the last 10
+    "max_bets_per_round": (1, 1_000_000),
     "workers": (1, 64),
 }
 
@@ -173,6 +177,32 @@ def _check_range(name: str, value: float) -> None:
     )
     option = "--" + name.replace("_", "-")
     raise ValueError(f"{option} must be {kind} {span}, not {value!r}")
+
+
+_REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def _check_redis_url(url: str) -> None:
+    """A --redis URL redis-py reads as we mean it, or a ValueError saying why. redis-py takes
+    a database it cannot read as a number (redis://host:6379/abc) for database 0: a node
+    would quietly share another site's data. The message never shows the URL's password."""
+    if not url:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in _REDIS_SCHEMES:
+        raise ValueError(
+            f"--redis must be redis://HOST:PORT/DB, rediss://HOST:PORT/DB or unix://PATH?db=DB, "
+            f"not a {parts.scheme or 'scheme-less'} URL"
+        )
+    databases = [value for key, value in parse_qsl(parts.query) if key == "db"]
+    if parts.scheme != "unix" and unquote(parts.path) not in ("", "/"):
+        databases.append(unquote(parts.path)[1:])
+    for database in databases:
+        if not (database.isascii() and database.isdigit()):
+            raise ValueError(
+                f"--redis: the database must be a whole number (redis://HOST:PORT/0), "
+                f"not {database!r}"
+            )
 
 
 _HELP = {
@@ -210,11 +240,13 @@ _HELP = {
     "allowed_origins": "comma-separated Origin values browsers may connect from (empty: any)",
     "drain_seconds": "on SIGTERM, seconds /readyz answers 503 before connections close",
     "recall_rounds": "rounds each player can look back at (history), 10-1000",
+    "max_bets_per_round": "bets a player may have accepted in one round of a table; more get "
+    "bet_rejected TOO_MANY_BETS",
     "secret": "shared secret that signs tokens, or a file holding it (empty: demo mode)",
     "allow_guests": "with a secret, a connection without a token gets a guest player",
     "allow_anonymous_spectators": "a connection without a token may watch (default: on in demo "
     "mode, off with a secret)",
-    "guest_ttl": "seconds a guest player (and its money) is kept after it was last seen",
+    "guest_ttl": "seconds a guest player (and its money) is kept after its last connection closed",
     "max_connections_per_player": "open connections per player on this node (0: no cap); "
     "more get 429",
     "workers": "processes sharing the port (SO_REUSEPORT), 1-64; more than 1 needs --redis",

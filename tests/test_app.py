@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import re
 import signal
 import socket
@@ -24,9 +25,11 @@ from server import app
 from server.app import GUEST_SWEEP_INTERVAL, Node, parse_tables
 from server.cli import main as cli_main
 from server.config import _RANGES, Settings, add_serve_arguments
+from server.core.errors import BetRejected, RejectCode
 from server.core.rules import PRESETS, rules_preset
+from server.core.table import TableState, open_round
 from server.runtime.clock import ManualClock, SystemClock
-from server.store.base import Event
+from server.store.base import Event, Lease
 from server.store.memory import MemoryStore
 
 BACCARAT = Path(sys.executable).parent / "baccarat"
@@ -161,6 +164,49 @@ async def test_sigterm_drains_then_closes_with_1001() -> None:
     log = "".join(lines) + rest.decode()
     assert code == 0, log
     assert _log_events(log)[-1] == "stopped"
+
+
+async def _stop_log(proc: asyncio.subprocess.Process, *steps: tuple[int, str]) -> list[str]:
+    """Send each step's signal to a serving process once the previous step's event is
+    logged; the log events from the first signal on. The exit status must be 0."""
+    assert proc.stderr is not None
+    lines: list[str] = []
+    try:
+        await asyncio.wait_for(_serving_port(proc.stderr, lines), 15 * SCALE)
+        first = len(lines)
+        async with asyncio.timeout(10 * SCALE):
+            for sig, event in steps:
+                proc.send_signal(sig)
+                while event not in _log_events("".join(lines[first:])):
+                    line = (await proc.stderr.readline()).decode()
+                    assert line, "the server exited:\n" + "".join(lines)
+                    lines.append(line)
+            lines.append((await proc.stderr.read()).decode())
+            code = await proc.wait()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert code == 0, "".join(lines)
+    stopping = ("stopping_now", "draining", "drain_cut_short", "stopped")  # not the rounds'
+    return [e for e in _log_events("".join(lines[first:])) if e in stopping]
+
+
+async def test_sigint_stops_at_once_and_says_so() -> None:
+    """SIGINT skips the drain: the log says `stopping_now` (it said `draining seconds=...`,
+    issue 16, item 19), and the process exits 0 long before --drain-seconds."""
+    proc = await _start_serve("--drain-seconds", "600")
+    events = await _stop_log(proc, (signal.SIGINT, "stopping_now"))
+    assert events == ["stopping_now", "stopped"], events
+
+
+async def test_a_second_sigterm_cuts_the_drain_short_and_says_so() -> None:
+    """SIGTERM drains (logged as `draining`); a second one ends the drain (`drain_cut_short`)
+    and the node stops, long before --drain-seconds."""
+    proc = await _start_serve("--drain-seconds", "600")
+    steps = [(signal.SIGTERM, "draining"), (signal.SIGTERM, "drain_cut_short")]
+    events = await _stop_log(proc, *steps)
+    assert events == ["draining", "drain_cut_short", "stopped"], events
 
 
 # --- Node -------------------------------------------------------------------------------------
@@ -320,6 +366,30 @@ def test_every_setting_has_an_option(clean_env: pytest.MonkeyPatch) -> None:
         assert f"BACCARAT_{name.upper()}" in text
 
 
+async def test_max_bets_per_round_reaches_the_store(clean_env: pytest.MonkeyPatch) -> None:
+    """--max-bets-per-round (default 50, BACCARAT_MAX_BETS_PER_ROUND, 1 to 1,000,000) is the
+    store's: a player's bet past it in one round is TOO_MANY_BETS."""
+    assert Settings().max_bets_per_round == _settings().max_bets_per_round == 50
+    clean_env.setenv("BACCARAT_MAX_BETS_PER_ROUND", "7")
+    assert _settings().max_bets_per_round == 7
+    settings = _settings("--max-bets-per-round", "1")
+    with pytest.raises(ValueError, match="--max-bets-per-round must be a whole number from 1"):
+        Settings(max_bets_per_round=0)
+    clock = ManualClock()
+    store = app.make_store(settings, clock)
+    rules = PRESETS["classic8"]
+    await store.create_table("t", rules)
+    await store.ensure_player("p", 10_000)
+    opened = open_round(TableState("t"), rules, clock.now_ms(), 60_000, random.Random(1))
+    lease = await store.acquire_lease("t", "n", 60_000)
+    assert lease is not None
+    await store.commit("t", lease.token, 0, opened.state, opened.events)
+    await store.place_bet("t", "p", 1, "b-1", "player", 100)
+    with pytest.raises(BetRejected) as refused:
+        await store.place_bet("t", "p", 1, "b-2", "player", 100)
+    assert refused.value.code is RejectCode.TOO_MANY_BETS
+
+
 def test_default_node_id_is_unique() -> None:
     """Without a node id each node gets its own host-pid-random name."""
     first, second = Settings().resolved_node_id(), Settings().resolved_node_id()
@@ -340,6 +410,9 @@ def test_default_node_id_is_unique() -> None:
         (["--next-round-pause", "inf"], {}),
         ([], {"BACCARAT_BETTING_WINDOW": "-inf"}),
         (["--allowed-origins", "example.com"], {}),
+        # issue 16, item 17: redis-py read a database it cannot parse as database 0
+        (["--redis", "redis://127.0.0.1:6379/abc"], {}),
+        ([], {"BACCARAT_REDIS": "redis://127.0.0.1:6379?db=abc"}),
     ],
     ids=repr,
 )
@@ -387,6 +460,63 @@ def test_a_bad_number_is_one_line_through_the_cli(capsys: pytest.CaptureFixture[
         out, err = capsys.readouterr()
         assert out == "" and err.startswith(f"baccarat serve: {argv[0]} must be ")
         assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://127.0.0.1:6379",
+        "redis://127.0.0.1:6379/",
+        "redis://:pass%2Fword@127.0.0.1:6379/15",
+        "rediss://127.0.0.1:6380/2?ssl_cert_reqs=none",
+        "unix:///tmp/redis.sock?db=3",
+        "unix:///tmp/redis.sock",
+    ],
+)
+def test_redis_urls_with_a_database_number_are_accepted(url: str) -> None:
+    assert Settings(redis=url).redis == url
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("redis://127.0.0.1:6379/abc", "not 'abc'"),
+        ("redis://:secret@127.0.0.1:6379/1x", "not '1x'"),
+        ("redis://127.0.0.1:6379/-1", "not '-1'"),
+        ("redis://127.0.0.1:6379/0/1", "not '0/1'"),
+        ("redis://127.0.0.1:6379?db=abc", "not 'abc'"),
+        ("unix:///tmp/redis.sock?db=x1", "not 'x1'"),
+        ("http://127.0.0.1:6379/0", "not a http URL"),
+        ("127.0.0.1:6379", "not a scheme-less URL"),
+    ],
+)
+def test_a_redis_url_whose_database_is_not_a_number_is_refused(url: str, problem: str) -> None:
+    """redis-py quietly used database 0 for redis://host:6379/abc (issue 16, item 17): the
+    node would have shared another site's data. Refused, naming the bad part, no password."""
+    with pytest.raises(ValueError, match=r"^--redis") as refused:
+        Settings(redis=url)
+    assert str(refused.value).endswith(problem) and "secret" not in str(refused.value)
+
+
+@pytest.mark.redis
+def test_a_database_redis_does_not_have_is_one_line_and_status_2(redis_url: str) -> None:
+    """`--redis redis://host:port/99` printed a 53-line traceback (issue 16, item 17): Redis
+    refuses the database on connect, and the node says so in one line, exit status 2."""
+    base = redis_url.rsplit("/", 1)[0]
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("BACCARAT_")}
+    done = subprocess.run(
+        [str(BACCARAT), "serve", "--port", "0", "--redis", f"{base}/99"],
+        capture_output=True,
+        text=True,
+        timeout=60 * SCALE,
+        check=False,
+        env=clean,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "baccarat serve: cannot start: redis refuses the database of --redis: "
+        "DB index is out of range"
+    ]
 
 
 def test_serve_on_a_busy_port_says_so_in_one_line() -> None:
@@ -507,6 +637,47 @@ def test_a_secret_file_is_read(tmp_path: Path) -> None:
     path = tmp_path / "secret"
     path.write_text(SECRET + "\n")
     assert Settings(secret=str(path)).auth_policy().secret == SECRET
+
+
+class _LosesACancel(MemoryStore):
+    """A store whose acquire_lease loses a cancel that comes while it runs, as redis-py's
+    calls do on Python 3.11: asyncio.wait_for returns the result and drops a cancel that
+    arrives as its write completes (Task.cancelling() still counts the request)."""
+
+    def __init__(self) -> None:
+        super().__init__(SystemClock().now_ms)
+        self.lose_next = True
+        self.losing = asyncio.Event()
+
+    async def acquire_lease(self, table_id: str, node: str, ttl_ms: int) -> Lease | None:
+        lease = await super().acquire_lease(table_id, node, ttl_ms)
+        if self.lose_next:
+            self.lose_next = False
+            self.losing.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.Event().wait()  # until the stop cancels the loop: then lost
+        return lease
+
+
+async def test_a_cancel_lost_in_a_store_call_does_not_hang_the_stop() -> None:
+    """Issue 16, item 21: a worker's graceful stop never ended. Its table loop's cancel was
+    lost inside the store call that got it the lease (redis-py on Python 3.11), so the loop
+    went on to own the table, playing in child tasks that never heard of the cancel, and
+    Node.stop waited for that loop for ever. Unbounded here (no STOP_TIMEOUT_S): it ends."""
+    store = _LosesACancel()
+    settings = Settings(
+        port=0, tables="t1=classic8", betting_window=0.2, static_dir="/nonexistent/static"
+    )
+    node = Node(settings, store=store)
+    await node.start()
+    try:
+        async with asyncio.timeout(5 * SCALE):
+            await store.losing.wait()  # the loop is inside acquire_lease
+            await node.stop()
+        assert node.loops[0].token is None and await store.lease("t1") is None
+    finally:
+        for task in node._loop_tasks:  # a hung loop must not outlive the test
+            task.cancel()
 
 
 async def test_a_stop_that_never_ends_is_cut_short(monkeypatch: pytest.MonkeyPatch) -> None:

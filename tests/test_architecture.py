@@ -3,7 +3,8 @@
 Edges point down only: core <- wire <- store <- runtime <- transport <- app/cli. The core is
 pure (no clock, no I/O, no third-party code), and only the composition roots (server/app.py,
 server/cli.py) see the concrete store engines. The bots (server/bots) are a client beside the
-server: they use the core and the wire format only, and no part of the server uses them.
+server: they use the core, the wire format and the token format (server/auth.py, the one place
+that makes tokens), and no part of the server uses them.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ LAYER_RULES: dict[str, frozenset[str]] = {
     "store": frozenset({"core", "wire", "store"}),  # wire for codecs
     "runtime": frozenset({"core", "store", "runtime", "metrics"}),  # never transport
     "transport": frozenset({"core", "wire", "store", "runtime", "transport", "metrics", "auth"}),
-    "bots": frozenset({"core", "wire", "bots"}),  # a client: the rules and the wire, no server
+    # A client: the rules, the wire and the tokens (auth, a leaf), no server.
+    "bots": frozenset({"core", "wire", "auth", "bots"}),
 }
 # Only the command line may start the bots; no server layer depends on its own load generator.
 BOTS_USERS = ("server/cli.py",)
@@ -202,7 +204,7 @@ def test_rule_table_points_down_only() -> None:
         assert layer in allowed
         assert all(order.index(other) <= order.index(layer) for other in allowed)
     assert "transport" not in LAYER_RULES["runtime"]
-    assert LAYER_RULES["bots"] == {"core", "wire", "bots"}
+    assert LAYER_RULES["bots"] == {"core", "wire", "auth", "bots"}
 
 
 def test_the_bots_exist_and_nothing_in_the_server_uses_them() -> None:

@@ -44,6 +44,7 @@ from server.app import Node, configure_logging
 from server.config import Settings
 from server.core.table import void_round
 from server.store.base import StoreUnavailable
+from server.store.memory import MemoryStore
 
 JSON = "baccarat.v1.json"
 MSGPACK = "baccarat.v1.msgpack"
@@ -709,9 +710,10 @@ async def capture_history_loss() -> None:
         await e1.send({"type": "join", "table": "classic8"})
         snap = await e1.until(is_type("snapshot"))
         joined = await e1.until(is_type("joined"))
-        store: Any = node.store
+        store = node.store
+        assert isinstance(store, MemoryStore)  # so mypy checks what is reached into below
         table = store._tables["classic8"]
-        dump = (table.state, table.seq)  # what an older Redis dump would hold
+        dump = (table.header, table.blob, table.seq)  # what an older Redis dump would hold
         e1.quiet = True
         await e1.until(lambda m: m.get("type") == "event" and m["seq"] >= joined["seq"] + 2)
         e2 = await Client.open(node.port, "e2", [JSON], quiet=True)
@@ -731,7 +733,7 @@ async def capture_history_loss() -> None:
         await e3.close()
 
         section("the history went back: a resync (snapshot with recovered false, new epoch)")
-        table.state, back_to = dump
+        table.header, table.blob, back_to = dump
         note(f"the store is back at seq {back_to}, with its state then (e1 has seen {e1.last_seq})")
         table.seq = back_to
         table.events = type(table.events)(e for e in table.events if e["seq"] <= back_to)
@@ -739,6 +741,8 @@ async def capture_history_loss() -> None:
         await e1.until(is_type("joined"), show_skipped=True)
         await e1.until(lambda m: m.get("type") == "event")
         await e1.close()
+
+
 async def capture_limits() -> None:
     """Issue 7's limits: strings UTF-8 cannot carry, rates, a flood, replay pages."""
     settings = Settings(

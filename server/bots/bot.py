@@ -7,30 +7,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import random
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.typing import Subprotocol
 
+from server.auth import Role, mint_token
 from server.bots.checker import Problem, ProblemKind, TableChecker
 from server.bots.ledger import Ledger
 from server.bots.stats import RunStats
 from server.bots.strategy import Strategy, StrategyName, limits_from_rules
-from server.bots.tokens import mint_token, with_query
 from server.core.bets import Paytable
 from server.core.coup import Coup
 from server.wire.codec import Encoding, Undecodable, decode, encode
 
-__all__ = ["Bot", "BotConfig", "Shared"]
+__all__ = ["Bot", "BotConfig", "Shared", "connect_failure_reason", "with_query"]
 
 ACK_TIMEOUT_S = 10.0
-TOKEN_TTL_S = 24 * 3600.0
+TOKEN_TTL_S = 24 * 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,7 @@ class BotConfig:
     unit: int = 1
     bets_per_round: int = 1
     rounds: int | None = None  # stop after this many complete rounds
-    token_secret: str | None = None
+    secret: str | None = None  # the site's token secret: each bot gets a token signed with it
     run_id: str = "run"
     seed: int | None = None
     connect_timeout: float = 60.0
@@ -96,15 +99,21 @@ class Bot:
         self.opened = 0  # rounds this bot saw open: with --rounds, it bets in that many
         self.bet_seq = 0
         self.done = False
-        self.gave_up = False  # the site runs none of the tables asked for
+        self.gave_up = False  # the site runs none of the tables asked for, or refused this bot
+        self.welcomed = False  # got a welcome at least once
+        self.refused: str | None = None  # why the server refused this bot for good
+        self.last_failure: str | None = None  # why its last handshake failed, since a welcome
         self.dropped_since_bet = False
 
     def _mint(self, config: BotConfig) -> str | None:
-        if not config.token_secret:
+        """A token signed with the site's secret by the server's own code (server.auth)."""
+        if not config.secret:
             return None
-        role = "spectator" if self.spectator else "player"
+        role = Role.SPECTATOR if self.spectator else Role.PLAYER
         player = f"{'spec' if self.spectator else 'bot'}-{config.run_id}-{self.index}"
-        return mint_token(config.token_secret, player, f"bot {self.index}", role, TOKEN_TTL_S)
+        return mint_token(
+            config.secret, player, name=f"bot {self.index}", role=role, ttl_s=TOKEN_TTL_S
+        )
 
     def _connect_url(self) -> str:
         params = {"role": "spectator"} if self.spectator else {}
@@ -145,8 +154,16 @@ class Bot:
                     max_size=None,  # a replay or a snapshot may be large; we trust the server
                     max_queue=None,  # never stop reading: that would only hide latency
                 )
-        except (OSError, InvalidHandshake, InvalidURI, TimeoutError):
-            self.stats.connect_failures += 1
+        except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
+            reason = connect_failure_reason(error, self.shared.config.connect_timeout)
+            self.stats.connect_failed(reason)
+            self.last_failure = reason
+            if _refused_for_good(error):
+                # The same handshake would be refused again (a bad token, a wrong path): this
+                # bot stops, and the run says why rather than retrying until its end.
+                self.refused = reason
+                self.gave_up = self.done = True
+                self.shared.on_done()
             return None
 
     async def _serve(self, ws: ClientConnection) -> None:
@@ -164,7 +181,8 @@ class Bot:
                     self._mismatches([f"a message that is not a map: {message!r}"[:200]])
                     continue
                 if message.get("type") == "welcome":
-                    welcomed = True
+                    welcomed = self.welcomed = True
+                    self.last_failure = None
                     self.stats.connected += 1
                     self.stats.ever_connected += 1
                 await self._handle(message, received)
@@ -223,7 +241,7 @@ class Bot:
             self._settlement(message)
 
     async def _welcome(self, message: dict[str, Any]) -> None:
-        if isinstance(message.get("token"), str) and not self.shared.config.token_secret:
+        if isinstance(message.get("token"), str) and not self.shared.config.secret:
             self.token = message["token"]  # demo mode: reconnect as the same guest
         if self.table is None:
             self._choose_table(message)
@@ -390,6 +408,13 @@ class Bot:
                 return
 
     @property
+    def lost(self) -> str | None:
+        """Why this bot, which had connected, is not connected now and failed to come back."""
+        if self.welcomed and self.ws is None and self.refused is None:
+            return self.last_failure
+        return None
+
+    @property
     def outstanding(self) -> int:
         return self.ledger.outstanding if self.ledger is not None else 0
 
@@ -408,3 +433,44 @@ class Bot:
         for round_no in self.ledger.missing_settlements():
             detail = f"round {round_no}: ended, but no settlement for this bot's bets"
             self._report([Problem(ProblemKind.MISMATCH, self.table or "", detail)])
+
+
+def with_query(url: str, **params: str) -> str:
+    """The URL with these query parameters set (others kept)."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query.update(params)
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+_ERRNO = re.compile(r"\[Errno (-?\d+)\]")
+MAX_REASON_CHARS = 200
+
+
+def connect_failure_reason(error: BaseException, timeout: float) -> str:
+    """One line saying why a handshake failed, in the server's words when it answered:
+    "HTTP 401 token lacks the 'iat' claim", "connection refused", ..."""
+    if isinstance(error, InvalidStatus):
+        response = error.response
+        body = response.body.decode("utf-8", "replace").strip() if response.body else ""
+        said = " ".join(body.split()) or response.reason_phrase
+        return f"HTTP {response.status_code} {said}"[:MAX_REASON_CHARS]
+    if isinstance(error, TimeoutError):
+        return f"no handshake within {timeout:g} s"
+    if isinstance(error, OSError):
+        # asyncio joins the errors of every address tried ("Multiple exceptions: ...").
+        codes = {int(code) for code in _ERRNO.findall(str(error))}
+        if isinstance(error, ConnectionRefusedError) or codes == {errno.ECONNREFUSED}:
+            return "connection refused"
+        return (error.strerror or str(error) or type(error).__name__)[:MAX_REASON_CHARS]
+    return (str(error) or type(error).__name__)[:MAX_REASON_CHARS]
+
+
+def _refused_for_good(error: BaseException) -> bool:
+    """A 4xx answer other than 408 and 429 (busy: try again), or a URL that cannot work."""
+    if isinstance(error, InvalidURI):
+        return True
+    if isinstance(error, InvalidStatus):
+        status = error.response.status_code
+        return 400 <= status < 500 and status not in (408, 429)
+    return False

@@ -4,10 +4,26 @@ loads no network code."""
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from server.bots.strategy import StrategyName
 
-__all__ = ["add_bots_arguments"]
+__all__ = ["EXIT_STATUSES", "add_bots_arguments"]
+
+SECRET_ENV = "BACCARAT_SECRET"
+EXIT_PROBLEMS = 1
+EXIT_USAGE = 2
+EXIT_NO_CONNECTION = 3
+# `baccarat bots --help` prints these; the first that applies is the status.
+EXIT_STATUSES = {
+    0: "every bot connected and no mismatch, gap or duplicate was seen",
+    EXIT_PROBLEMS: "a mismatch, gap or duplicate was seen (see `problems`), or a process of "
+    "--procs left no report",
+    EXIT_USAGE: "a usage error (a bad option or secret), or the site runs none of the --tables",
+    EXIT_NO_CONNECTION: "one or more bots could not connect, were refused by the server, or "
+    "were dropped and could not reconnect (`problems` says how many and the reason the "
+    "server gave)",
+}
 
 
 def _count(text: str) -> int:
@@ -47,6 +63,15 @@ def _urls(text: str) -> list[str]:
     return urls
 
 
+def _exit_statuses_text() -> str:
+    lines = ["exit status (the first that applies; also after Ctrl-C):"]
+    for code, meaning in EXIT_STATUSES.items():
+        lines += textwrap.wrap(
+            meaning, width=78, initial_indent=f"  {code}  ", subsequent_indent=" " * 5
+        )
+    return "\n".join(lines)
+
+
 def add_bots_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--url", type=_urls, required=True, help="ws://HOST:PORT/ws; a comma list spreads the bots")
@@ -59,9 +84,13 @@ def add_bots_arguments(parser: argparse.ArgumentParser) -> None:
     add("--unit", type=_positive, default=1, help="base stake, in multiples of the minimum (1)")
     add("--bets-per-round", type=_positive, default=1, help="bets per bot per round (1)")
     add("--encoding", choices=["msgpack", "json"], default="msgpack")
-    secret = parser.add_mutually_exclusive_group()
-    secret.add_argument("--token-secret", help="mint each bot an HS256 token with this secret")
-    secret.add_argument("--token-file", help="file holding the token secret")
+    parser.epilog = _exit_statuses_text()
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    add(
+        "--secret",
+        help="the site's shared secret, or a file holding it, as for `serve` and `token`: each "
+        "bot gets a token signed with it (default: $BACCARAT_SECRET; none: guests)",
+    )
     add("--report", help="write the JSON report here (default: print it on stdout)")
     add("--procs", type=_positive, default=1, help="processes to spread the bots over (1)")
     add("--grace", type=_seconds, default=30.0, help="seconds to wait for settlements at the end")

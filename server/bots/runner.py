@@ -1,8 +1,8 @@
 """`baccarat bots`: run player and spectator bots against a site, show progress, write a report.
 
 One process runs every bot on one asyncio loop; `--procs K` starts K such processes (each with
-its share of the bots) and merges their reports. The exit status is 1 when any mismatch, gap
-or duplicate was seen, 3 when no bot could connect at all, 0 otherwise.
+its share of the bots) and merges their reports. The exit statuses are
+server.bots.options.EXIT_STATUSES (`baccarat bots --help` prints them).
 """
 
 from __future__ import annotations
@@ -22,18 +22,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from server.auth import load_secret
 from server.bots.bot import Bot, BotConfig, Shared
+from server.bots.checker import ProblemKind
+from server.bots.options import (
+    EXIT_NO_CONNECTION,
+    EXIT_PROBLEMS,
+    EXIT_USAGE,
+    SECRET_ENV,
+)
 from server.bots.progress import Progress, Tick
 from server.bots.stats import Histogram, RunStats, merge_reports
 from server.bots.strategy import StrategyName
-from server.bots.tokens import read_secret
 from server.wire.codec import Encoding
 
-__all__ = ["config_from_args", "raise_nofile_limit", "run_bots", "run_command", "run_from_args"]
-
-EXIT_PROBLEMS = 1
-EXIT_USAGE = 2
-EXIT_NO_CONNECTION = 3
+__all__ = [
+    "config_from_args",
+    "raise_nofile_limit",
+    "run_bots",
+    "run_command",
+    "run_from_args",
+]
 
 
 def raise_nofile_limit() -> int:
@@ -55,7 +64,7 @@ def config_from_args(args: argparse.Namespace, secret: str | None) -> BotConfig:
         unit=args.unit,
         bets_per_round=args.bets_per_round,
         rounds=args.rounds,
-        token_secret=secret,
+        secret=secret,
         run_id=args.run_id or secrets.token_hex(3),
         seed=args.seed,
         connect_timeout=args.connect_timeout,
@@ -135,6 +144,13 @@ async def run_bots(
             await _settle(everyone, grace, interrupted)
         for bot in everyone:
             bot.finish()
+        stats.refused = sum(bot.refused is not None for bot in everyone)
+        stats.connections_ended(
+            len(everyone),
+            never=sum(not bot.welcomed for bot in everyone),
+            refused_after_welcome=[bot.refused for bot in everyone if bot.welcomed and bot.refused],
+            lost=[bot.lost for bot in everyone if bot.lost],
+        )
     finally:
         shared.stop.set()
         await asyncio.gather(*(bot.close() for bot in everyone), return_exceptions=True)
@@ -200,6 +216,8 @@ def _exit_status(report: dict[str, Any]) -> int:
     if report.get("no_table"):
         print("baccarat bots: the site runs none of the --tables asked for", file=sys.stderr)
         return EXIT_USAGE
+    if report["never_connected"] or report["refused"] or report["lost"]:
+        return EXIT_NO_CONNECTION
     if not report["connected"] and report["bots"] + report["spectators"]:
         return EXIT_NO_CONNECTION
     return 0
@@ -215,12 +233,18 @@ def _write_report(report: dict[str, Any], path: str | None) -> None:
 
 def _summary(report: dict[str, Any]) -> str:
     lat = report["latency_ms"]
-    return (
+    lines = [
         f"baccarat bots: {report['connected']} connections, {report['rounds_checked']} rounds "
         f"checked, {report['bets_accepted']} bets accepted, {report['mismatches']} mismatches, "
         f"{report['gaps']} gaps, {report['duplicates']} duplicates, {report['disconnects']} "
         f"disconnects; event p99 {lat['event']['p99']} ms, bet ack p99 {lat['bet_ack']['p99']} ms"
-    )
+    ]
+    lines += [
+        f"baccarat bots: {problem['detail']}"
+        for problem in report["problems"]
+        if problem["kind"] == ProblemKind.CONNECT
+    ]
+    return "\n".join(lines)
 
 
 def _runner() -> Callable[[Any], Any]:
@@ -232,11 +256,17 @@ def _runner() -> Callable[[Any], Any]:
     return run
 
 
+def _secret_option(args: argparse.Namespace) -> str | None:
+    """--secret as given (a secret or a file holding it), else $BACCARAT_SECRET."""
+    value: str | None = args.secret if args.secret is not None else os.environ.get(SECRET_ENV)
+    return value
+
+
 def run_from_args(args: argparse.Namespace) -> int:
     try:
-        secret = read_secret(args.token_secret, args.token_file)
-    except ValueError as error:
-        print(f"baccarat bots: {error}", file=sys.stderr)
+        secret = load_secret(_secret_option(args))
+    except ValueError as error:  # a short secret, a missing or empty file: as `serve` says it
+        print(f"baccarat bots: --secret: {error}", file=sys.stderr)
         return EXIT_USAGE
     raise_nofile_limit()
     config = config_from_args(args, secret)
@@ -332,7 +362,6 @@ def _child_argv(args: argparse.Namespace, config: BotConfig, part: int, report: 
         "--unit": args.unit,
         "--bets-per-round": args.bets_per_round,
         "--encoding": args.encoding,
-        "--token-secret": config.token_secret,
         "--report": report,
         "--grace": args.grace,
         "--interval": args.interval,
@@ -345,6 +374,18 @@ def _child_argv(args: argparse.Namespace, config: BotConfig, part: int, report: 
         if value is not None and value != "":
             argv += [name, str(value)]
     return argv
+
+
+def _child_env(args: argparse.Namespace) -> dict[str, str]:
+    """The children read the secret as the parent did, from the environment (never argv,
+    which every user of the machine can read)."""
+    env = dict(os.environ)
+    value = _secret_option(args)
+    if value is None:
+        env.pop(SECRET_ENV, None)
+    else:
+        env[SECRET_ENV] = value
+    return env
 
 
 def _run_procs(args: argparse.Namespace, config: BotConfig) -> int:
@@ -374,7 +415,9 @@ async def _drive_children(
 ) -> None:
     children = [
         await asyncio.create_subprocess_exec(
-            *_child_argv(args, config, part, report), stdout=asyncio.subprocess.PIPE
+            *_child_argv(args, config, part, report),
+            stdout=asyncio.subprocess.PIPE,
+            env=_child_env(args),
         )
         for part, report in enumerate(reports)
     ]

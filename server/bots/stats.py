@@ -81,6 +81,10 @@ class RunStats:
     connected: int = 0  # open connections now
     ever_connected: int = 0  # connections that got a welcome, reconnects included
     connect_failures: int = 0
+    connect_errors: Counter[str] = field(default_factory=Counter)  # failures by reason
+    never_connected: int = 0  # bots that never got a welcome (set at the end of the run)
+    refused: int = 0  # bots the server refused for good (they stopped trying)
+    lost: int = 0  # bots that had connected, were dropped and failed to reconnect by the end
     no_table: int = 0  # bots whose site runs none of the tables asked for
     disconnects: int = 0
     rounds_checked: int = 0
@@ -109,10 +113,47 @@ class RunStats:
             self.mismatches += 1
         elif problem.kind is ProblemKind.GAP:
             self.gaps += 1
-        else:
+        elif problem.kind is ProblemKind.DUPLICATE:
             self.duplicates += 1
-        if len(self.problems) < KEEP_PROBLEMS:
+        if problem.kind is ProblemKind.CONNECT:
+            self.problems.insert(0, problem.to_dict())  # first: it explains the rest
+            del self.problems[KEEP_PROBLEMS:]
+        elif len(self.problems) < KEEP_PROBLEMS:
             self.problems.append(problem.to_dict())
+
+    def connect_failed(self, reason: str) -> None:
+        self.connect_failures += 1
+        self.connect_errors[reason] += 1
+
+    def connections_ended(
+        self, asked: int, never: int, refused_after_welcome: list[str], lost: list[str]
+    ) -> None:
+        """At the end of a run: bots that never connected, were refused on reconnecting, or
+        were dropped and failed to come back are problems that say why (the reasons their
+        handshakes failed with)."""
+        self.never_connected = never
+        self.lost = len(lost)
+        for bots, what in (
+            (refused_after_welcome, "were refused when reconnecting"),
+            (lost, "were dropped and could not reconnect"),
+        ):
+            if bots:
+                said = "; ".join(f"{n}: {reason}" for reason, n in Counter(bots).most_common())
+                detail = f"{len(bots)} of {asked} bots {what} ({said})"
+                self.problem(Problem(ProblemKind.CONNECT, "", detail))
+        if never:
+            detail = f"{never} of {asked} bots never connected: {self.connect_reasons()}"
+            self.problem(Problem(ProblemKind.CONNECT, "", detail))
+
+    def connect_reasons(self) -> str:
+        if not self.connect_errors:
+            return "no connect failure; still connecting when the run ended"
+        shown = self.connect_errors.most_common(3)
+        said = [f"{n} connect failure{'s' if n > 1 else ''}: {reason}" for reason, n in shown]
+        others = self.connect_failures - sum(n for _, n in shown)
+        if others:
+            said.append(f"{others} for other reasons")
+        return "; ".join(said)
 
     def event_seen(self, latency_ms: float) -> None:
         self.events += 1
@@ -131,6 +172,10 @@ class RunStats:
             "connected": self.ever_connected,
             "connected_at_end": self.connected,
             "connect_failures": self.connect_failures,
+            "connect_errors": dict(self.connect_errors.most_common()),
+            "never_connected": self.never_connected,
+            "refused": self.refused,
+            "lost": self.lost,
             "no_table": self.no_table,
             "rounds_checked": self.rounds_checked,
             "rounds_unchecked": self.rounds_unchecked,
@@ -168,6 +213,9 @@ _SUMMED = (
     "connected",
     "connected_at_end",
     "connect_failures",
+    "never_connected",
+    "refused",
+    "lost",
     "no_table",
     "rounds_checked",
     "rounds_unchecked",
@@ -194,6 +242,10 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     for report in reports:
         rejected.update(report.get("bets_rejected", {}))
     merged["bets_rejected"] = dict(sorted(rejected.items()))
+    errors: Counter[str] = Counter()
+    for report in reports:
+        errors.update(report.get("connect_errors", {}))
+    merged["connect_errors"] = dict(errors.most_common())
     latency = {}
     for name in ("event", "bet_ack"):
         histogram = Histogram()

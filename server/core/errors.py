@@ -20,6 +20,7 @@ class RejectCode(StrEnum):
     UNAVAILABLE = "UNAVAILABLE"
     RATE_LIMITED = "RATE_LIMITED"  # over the connection's bet rate (transport)
     NOT_A_PLAYER = "NOT_A_PLAYER"  # a spectator or operator connection: no wallet, no bets
+    TOO_MANY_BETS = "TOO_MANY_BETS"  # the player's bets this round reached --max-bets-per-round
 
 
 class BetRejected(Exception):

@@ -9,14 +9,16 @@ a clock or does I/O: `now_ms` and the random source come in as arguments.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from server.core import events as ev
 from server.core.bets import Bet, BetTotals, Outcome, Payout, settle_bets
 from server.core.cards import Card
 from server.core.coup import Coup, resolve_coup
 from server.core.errors import BetRejected, NotEnoughCards, RejectCode
-from server.core.events import EventKind, Payload, event
+from server.core.events import CardFace, EventPayload, RoundResultPayload
 from server.core.roads import pair_code
 from server.core.rules import TableRules
 from server.core.shoe import MAX_COUP_CARDS, Shoe
@@ -32,10 +34,14 @@ __all__ = [
     "open_round",
     "pause_table",
     "publish_totals",
+    "refund_bets",
     "restart_table",
+    "result_event",
     "result_fields",
     "result_letter",
     "resume_table",
+    "round_settled",
+    "round_voided",
     "settle_round",
     "verify_bet_window",
     "void_round",
@@ -129,7 +135,7 @@ def _int(value: object) -> int:
 @dataclass(frozen=True, slots=True)
 class Transition:
     state: TableState
-    events: list[Payload]
+    events: list[EventPayload]
 
 
 def _advance(state: TableState, **changes: object) -> TableState:
@@ -141,7 +147,7 @@ def open_round(
 ) -> Transition:
     """Open the next round's betting window, shuffling a new shoe first when one is due."""
     assert _between_rounds(state) and not state.paused, (state.phase, state.paused)
-    events: list[Payload] = []
+    events: list[EventPayload] = []
     shoe = Shoe(state.shoe.cards, state.shoe.position, state.shoe.cut_index) if state.shoe else None
     shoe_number, results, pairs = state.shoe_number, state.results, state.pairs
     new_shoe = (
@@ -155,8 +161,7 @@ def open_round(
         shoe = Shoe.shuffled(rules.decks, rules.cut_card_from_end, rng)
         shoe_number, results, pairs = shoe_number + 1, "", ""
         events.append(
-            event(
-                EventKind.SHOE_SHUFFLED,
+            ev.shoe_shuffled(
                 shoe=shoe_number,
                 decks=rules.decks,
                 cut_index=shoe.cut_index,
@@ -164,20 +169,15 @@ def open_round(
             )
         )
         burn = shoe.burn()
-        events.append(
-            event(
-                EventKind.BURN, shoe=shoe_number, shown=_card_fields(burn.shown), burned=burn.burned
-            )
-        )
+        events.append(ev.burn(shoe=shoe_number, shown=_face(burn.shown), burned=burn.burned))
     assert shoe is not None
     last_hand = shoe.is_last_hand()
     if last_hand and shoe.position == shoe.cut_index:
         # The cut card came out before the first card of this hand: this hand is the last.
-        events.append(event(EventKind.CUT_CARD, shoe=shoe_number, last_round=round_no))
+        events.append(ev.cut_card(shoe=shoe_number, last_round=round_no))
     closes_at = now_ms + window_ms
     events.append(
-        event(
-            EventKind.ROUND_OPENED,
+        ev.round_opened(
             closes_at=closes_at,
             shoe=shoe_number,
             last_hand=last_hand,
@@ -208,13 +208,13 @@ def pause_table(state: TableState) -> Transition:
     """Hold the table between two rounds (an operator's pause): no round opens until
     resume_table. The round in play is never cut short: the owner pauses only once it ended."""
     assert _between_rounds(state) and not state.paused, (state.phase, state.paused)
-    return Transition(_advance(state, paused=True), [event(EventKind.TABLE_PAUSED)])
+    return Transition(_advance(state, paused=True), [ev.table_paused()])
 
 
 def resume_table(state: TableState) -> Transition:
     """Let a paused table open rounds again."""
     assert state.paused, "the table is not paused"
-    return Transition(_advance(state, paused=False), [event(EventKind.TABLE_RESUMED)])
+    return Transition(_advance(state, paused=False), [ev.table_resumed()])
 
 
 def verify_bet_window(state: TableState, round_no: object, now_ms: int) -> None:
@@ -227,10 +227,8 @@ def verify_bet_window(state: TableState, round_no: object, now_ms: int) -> None:
         )
 
 
-def _totals_event(totals: BetTotals) -> Payload:
-    return event(
-        EventKind.BET_TOTALS, totals=dict(totals.totals), bettors=totals.bettors, bets=totals.bets
-    )
+def _totals_event(totals: BetTotals) -> EventPayload:
+    return ev.bet_totals(totals=totals.totals, bettors=totals.bettors, bets=totals.bets)
 
 
 def publish_totals(state: TableState, totals: BetTotals) -> Transition:
@@ -244,7 +242,7 @@ def close_betting(state: TableState, totals: BetTotals | None = None) -> Transit
     when given, are the round's final totals, shown just before the close."""
     assert state.phase is Phase.BETTING, state.phase
     events = [_totals_event(totals)] if totals is not None else []
-    events.append(event(EventKind.BETTING_CLOSED))
+    events.append(ev.betting_closed())
     return Transition(_advance(state, phase=Phase.DEALING), events)
 
 
@@ -254,7 +252,7 @@ def coup_of(state: TableState) -> Coup:
     return resolve_coup(state.shoe.cards[state.round_start : state.round_start + MAX_COUP_CARDS])
 
 
-def _card_fields(card: Card) -> dict[str, object]:
+def _face(card: Card) -> CardFace:
     return {"rank": card.rank, "suit": card.suit.value if card.suit else None}
 
 
@@ -266,7 +264,7 @@ def deal_next_card(state: TableState) -> Transition:
     hand, card = coup.deal_order[state.dealt]
     index = state.round_start + state.dealt
     shoe = Shoe(state.shoe.cards, index + 1, state.shoe.cut_index)
-    events = []
+    events: list[EventPayload] = []
     last_hand = state.last_hand
     if index == state.shoe.cut_index and state.dealt > 0:
         # Cut card out mid-hand: finish this hand, deal one more, then a new shoe. If the
@@ -274,14 +272,15 @@ def deal_next_card(state: TableState) -> Transition:
         one_more = _coup_fits(state.shoe, state.round_start + coup.cards_used)
         last_hand = last_hand or not one_more
         last_round = state.round + 1 if one_more else state.round
-        events.append(event(EventKind.CUT_CARD, shoe=state.shoe_number, last_round=last_round))
-    events.append(event(EventKind.CARD, hand=hand.value, index=state.dealt, **_card_fields(card)))
+        events.append(ev.cut_card(shoe=state.shoe_number, last_round=last_round))
+    suit = card.suit.value if card.suit else None
+    events.append(ev.card(hand=hand.value, index=state.dealt, rank=card.rank, suit=suit))
     dealt = state.dealt + 1
     results, pairs = state.results, state.pairs
     if dealt == coup.cards_used:
         results += RESULT_LETTERS[coup.winner.value]
         pairs += pair_code(coup.player_pair, coup.banker_pair)
-        events.append(event(EventKind.ROUND_RESULT, **result_fields(coup)))
+        events.append(result_event(coup))
     next_state = _advance(
         state, shoe=shoe, dealt=dealt, results=results, pairs=pairs, last_hand=last_hand
     )
@@ -301,19 +300,24 @@ def _coup_fits(shoe: Shoe, start: int) -> bool:
     return True
 
 
+def result_event(coup: Coup) -> RoundResultPayload:
+    """The `round_result` event: what the coup's cards decide."""
+    return ev.round_result(
+        winner=coup.winner.value,
+        player_total=coup.player_total,
+        banker_total=coup.banker_total,
+        natural=coup.natural,
+        player_pair=coup.player_pair,
+        banker_pair=coup.banker_pair,
+        cards_used=coup.cards_used,
+        player=[str(card) for card in coup.player],
+        banker=[str(card) for card in coup.banker],
+    )
+
+
 def result_fields(coup: Coup) -> dict[str, object]:
-    """The fields of a `round_result` event: what the coup's cards decide."""
-    return {
-        "winner": coup.winner.value,
-        "player_total": coup.player_total,
-        "banker_total": coup.banker_total,
-        "natural": coup.natural,
-        "player_pair": coup.player_pair,
-        "banker_pair": coup.banker_pair,
-        "cards_used": coup.cards_used,
-        "player": [str(card) for card in coup.player],
-        "banker": [str(card) for card in coup.banker],
-    }
+    """The fields of a `round_result` event but its kind (what a client checks them against)."""
+    return {key: value for key, value in result_event(coup).items() if key != "kind"}
 
 
 def result_letter(state: TableState) -> str:
@@ -324,34 +328,49 @@ def settle_round(
     state: TableState, rules: TableRules, bets: list[Bet]
 ) -> tuple[Transition, list[Payout]]:
     """Settle every bet of a fully dealt round against its coup."""
+    payouts = settle_bets(rules.paytable, bets, _settling_coup(state))
+    return round_settled(state, payouts), payouts
+
+
+def _settling_coup(state: TableState) -> Coup:
     assert state.phase is Phase.DEALING, state.phase
     coup = coup_of(state)
     assert state.dealt == coup.cards_used, "settling before the last card"
-    payouts = settle_bets(rules.paytable, bets, coup)
+    return coup
+
+
+def round_settled(state: TableState, payouts: list[Payout]) -> Transition:
+    """The transition that ends a fully dealt round, for the payouts settle_bets made of all
+    its bets against its coup (settle_round in one go; the table loop in slices)."""
+    coup = _settling_coup(state)
     staked = sum(p.amount for p in payouts)
     paid = sum(p.credit for p in payouts)
-    ev = event(
-        EventKind.ROUND_SETTLED,
-        winner=coup.winner.value,
-        bets=len(payouts),
-        staked=staked,
-        paid=paid,
+    settled = ev.round_settled(
+        winner=coup.winner.value, bets=len(payouts), staked=staked, paid=paid
     )
-    return Transition(_advance(state, phase=Phase.SETTLED), [ev]), payouts
+    return Transition(_advance(state, phase=Phase.SETTLED), [settled])
+
+
+def refund_bets(bets: Iterable[Bet]) -> list[Payout]:
+    """Each bet's stake back, as a push: what voiding a round pays."""
+    return [Payout(b.bet_id, b.player, b.spot, b.amount, Outcome.PUSH, b.amount) for b in bets]
 
 
 def void_round(state: TableState, bets: list[Bet], reason: str) -> tuple[Transition, list[Payout]]:
     """Void an open or dealing round: every stake goes back exactly once."""
+    refunds = refund_bets(bets)
+    return round_voided(state, refunds, reason), refunds
+
+
+def round_voided(state: TableState, refunds: list[Payout], reason: str) -> Transition:
+    """The transition that voids an open or dealing round, for the refunds refund_bets made
+    of all its bets (void_round in one go; the table loop in slices)."""
     assert state.phase in (Phase.BETTING, Phase.DEALING), state.phase
-    refunds = [Payout(b.bet_id, b.player, b.spot, b.amount, Outcome.PUSH, b.amount) for b in bets]
-    ev = event(
-        EventKind.ROUND_VOIDED,
-        reason=reason,
-        bets=len(refunds),
-        refunded=sum(p.credit for p in refunds),
+    voided = ev.round_voided(
+        reason=reason, bets=len(refunds), refunded=sum(p.credit for p in refunds)
     )
     # The next round starts a fresh shoe: a voided round's cards must not be reused.
-    return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [ev]), refunds
+    return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [voided])
 
 
 def bare_state(header: TableState) -> TableState:
@@ -366,15 +385,15 @@ def bare_state(header: TableState) -> TableState:
     )
 
 
-def restart_table(
-    bare: TableState, bets: list[Bet], reason: str
-) -> tuple[Transition, list[Payout]]:
+def restart_table(bare: TableState, refunds: list[Payout], reason: str) -> Transition:
     """Start a table over from its bare state (see bare_state). A round being dealt is voided
-    and every stake of it refunded, once (the commit is fenced and versioned); a settled or
-    voided one stays as it is. Either way the next round shuffles a new shoe. A round still
-    taking bets must be closed first (close_betting), so that `bets` are all of them."""
+    and every stake of it refunded (`refunds`: refund_bets of all its bets), once (the
+    commit is fenced and versioned); a settled or voided one stays as it is. Either way the
+    next round shuffles a new shoe. A round still taking bets must be closed first
+    (close_betting), so that the refunds are of all its bets."""
     assert bare.shoe is None and bare.phase is not Phase.BETTING, bare.phase
     if bare.phase is Phase.DEALING:
-        return void_round(bare, bets, reason)
+        return round_voided(bare, refunds, reason)
+    assert not refunds, "a settled or voided round has nothing left to refund"
     # No shoe: open_round shuffles a new one. Nothing to refund: the round was paid or voided.
-    return Transition(_advance(bare, last_hand=True), []), []
+    return Transition(_advance(bare, last_hand=True), [])

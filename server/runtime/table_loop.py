@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from server.core.bets import BetTotals, Payout
+from server.core.bets import BetTotals, Payout, settle_bets
 from server.core.errors import BetRejected, NotEnoughCards
 from server.core.recall import round_summary
 from server.core.rules import TableRules
@@ -41,13 +41,15 @@ from server.core.table import (
     open_round,
     pause_table,
     publish_totals,
+    refund_bets,
     restart_table,
     resume_table,
-    settle_round,
-    void_round,
+    round_settled,
+    round_voided,
 )
 from server.metrics import Metrics
 from server.runtime.clock import Clock, honour_swallowed_cancel
+from server.runtime.slices import in_slices, player_slices
 from server.store.base import Event, StaleWrite, StateUnreadable, Store, StoreUnavailable
 
 __all__ = ["STEP_ATTEMPTS", "LeaseLost", "TableLoop", "TableWedged", "Timings"]
@@ -186,7 +188,12 @@ class TableLoop:
 
         Not a TaskGroup: on Python 3.11 a TaskGroup whose child fails while it waits in
         __aexit__ leaves its parent's cancel request counted (Task.cancelling), and the
-        clock's check for cancellations lost inside redis-py would then stop this loop."""
+        clock's check for cancellations lost inside redis-py would then stop this loop.
+
+        A cancel of this loop lost in the store call that just got the lease is honoured
+        first: the children below never hear of it, and would play on while Node.stop
+        waited for this loop for ever."""
+        honour_swallowed_cancel()
         tasks = [asyncio.create_task(self._renew(token)), asyncio.create_task(self._play(token))]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -260,8 +267,8 @@ class TableLoop:
                 state = closing.state
             dealing = state.phase is Phase.DEALING
             bets = await self.store.round_bets(self.table_id, state.round) if dealing else []
-            transition, refunds = restart_table(state, bets, reason)
-            await self._commit(token, state, transition, refunds)
+            refunds = await in_slices(bets, refund_bets)
+            await self._commit(token, state, restart_table(state, refunds, reason), refunds)
         except _NOT_WEDGED:
             raise
         except Exception as failure:
@@ -339,8 +346,9 @@ class TableLoop:
             return
         await self.clock.sleep(self.timings.result_pause)
         bets = await self.store.round_bets(self.table_id, state.round)
-        transition, payouts = settle_round(state, rules, bets)
-        await self._commit(token, state, transition, payouts)
+        coup = coup_of(state)
+        payouts = await in_slices(bets, lambda part: settle_bets(rules.paytable, part, coup))
+        await self._commit(token, state, round_settled(state, payouts), payouts)
         self.log.info("round_settled", round=state.round, bets=len(bets))
         self.metrics.round_settled(coup_of(state).winner.value)
         await self.clock.sleep(self.timings.next_round_pause)
@@ -354,8 +362,8 @@ class TableLoop:
 
     async def _void(self, state: TableState, token: int, reason: str) -> None:
         bets = await self.store.round_bets(self.table_id, state.round)
-        transition, refunds = void_round(state, bets, reason)
-        await self._commit(token, state, transition, refunds)
+        refunds = await in_slices(bets, refund_bets)
+        await self._commit(token, state, round_voided(state, refunds, reason), refunds)
         self.log.warning("round_voided", round=state.round, reason=reason, bets=len(bets))
         self.metrics.round_voided()
 
@@ -367,15 +375,27 @@ class TableLoop:
         payouts: list[Payout] | None = None,
     ) -> None:
         """Commit a transition; one that pays (settles or voids a round) goes with the round's
-        summary, from which the store writes each bettor's game-recall record."""
+        summary, from which the store writes each bettor's game-recall record.
+
+        The payouts are credited in slices of whole players (server/runtime/slices.py), each
+        but the last a commit of the unchanged `state` with no events, yielding in between;
+        the last goes with the transition, so a round of one slice is one atomic commit as
+        before. A commit is fenced and versioned and the store credits no player twice in a
+        round, so an owner that loses the table halfway leaves the rest to the next owner,
+        which redoes the round's slices from the same stored state and bets: every bet is
+        credited exactly once, and the round ends only once all are."""
         summary = round_summary(transition.state) if payouts else None
+        parts = await player_slices(payouts) if payouts else [[]]
+        for part in parts[:-1]:
+            await self.store.commit(self.table_id, token, state.version, state, [], part, summary)
+            await asyncio.sleep(0)  # the memory engine's commit never yields by itself
         stored = await self.store.commit(
             self.table_id,
             token,
             state.version,
             transition.state,
             transition.events,
-            payouts,
+            parts[-1] or None,
             summary,
         )
         if self.on_commit is not None:

@@ -19,18 +19,20 @@ import secrets
 from collections.abc import AsyncIterator, Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
 
 from server.core.bets import Bet, BetTotals, Payout
-from server.core.events import Payload
+from server.core.errors import BetRejected, RejectCode
+from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import TableState
 from server.store.wallet import Wallet
+from server.wire.shapes import PayoutView, TableEvent
 
 __all__ = [
     "DEFAULT_HISTORY_EVENTS",
     "DEFAULT_HISTORY_ROUNDS",
+    "DEFAULT_MAX_BETS_PER_ROUND",
     "BetReceipt",
     "Event",
     "Lease",
@@ -41,14 +43,24 @@ __all__ = [
     "StaleWrite",
     "StateUnreadable",
     "Store",
+    "StoreDataError",
     "StoreUnavailable",
     "new_epoch",
+    "too_many_bets",
 ]
 
-Event = dict[str, Any]  # a stored event exactly as broadcast: type, table, seq, round, kind, ...
+Event = TableEvent  # a stored event exactly as broadcast: type, table, seq, round, ts, kind, ...
 
 DEFAULT_HISTORY_EVENTS = 20_000  # live events kept per table for `since` catch-up
 DEFAULT_HISTORY_ROUNDS = 1_000  # rounds kept per table for replay
+# Bets one player may have accepted in one round (per table): a round's bets are settled and
+# delivered together, so what one player can add to that work is bounded.
+DEFAULT_MAX_BETS_PER_ROUND = 50
+
+
+def too_many_bets(limit: int) -> BetRejected:
+    """The refusal of a player's bet beyond `limit` accepted in one round (both engines)."""
+    return BetRejected(RejectCode.TOO_MANY_BETS, f"at most {limit} bets per player in one round")
 
 
 def new_epoch() -> str:
@@ -64,8 +76,21 @@ class StoreUnavailable(Exception):
     """The backing service cannot be reached right now; the caller may retry later."""
 
 
+class StoreRefused(StoreUnavailable):
+    """The backing service answers but refuses this node's settings (a Redis database it does
+    not have): retrying will not help, so a node refuses to start on it. Still a
+    StoreUnavailable, so a refusal met later (Redis reconfigured) is handled as an outage."""
+
+
 class StateUnreadable(Exception):
     """The stored table state cannot be decoded (corrupt, or written in a newer format)."""
+
+
+class StoreDataError(Exception):
+    """A stored value kept a write from happening (a key of the wrong type, a value that is
+    not an integer, a sum that would pass 64 bits): the store checked before writing, so
+    nothing of that operation was written. Not the caller's fault; retrying does not help
+    until the value is mended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +104,6 @@ class BetReceipt:
     amount: int
     balance: int
 
-    def to_message(self) -> dict[str, Any]:
-        return {
-            "type": "bet_accepted",
-            "table": self.table,
-            "round": self.round,
-            "bet_id": self.bet_id,
-            "spot": self.spot,
-            "amount": self.amount,
-            "balance": self.balance,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class Settlement:
@@ -97,17 +111,8 @@ class Settlement:
 
     table: str
     round: int
-    payouts: list[dict[str, Any]]
+    payouts: list[PayoutView]
     balance: int
-
-    def to_message(self) -> dict[str, Any]:
-        return {
-            "type": "settlement",
-            "table": self.table,
-            "round": self.round,
-            "payouts": self.payouts,
-            "balance": self.balance,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +206,10 @@ class Store(Wallet):
         and add it to the round's totals, all in one atomic step, in time independent of the
         bets already placed. No event: the owner publishes the totals (bet_totals). A bet_id
         the player used at this table in a round still held returns the first receipt and
-        debits nothing. Raises BetRejected with a code otherwise."""
+        debits nothing. A player's bet beyond `max_bets_per_round` accepted in this round is
+        BetRejected TOO_MANY_BETS (checked after the window and the spot, before the limits
+        and the balance). Raises BetRejected with a code otherwise; StoreDataError if a
+        stored value kept it from being placed (then nothing was written)."""
 
     @abc.abstractmethod
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
@@ -219,14 +227,21 @@ class Store(Wallet):
         fence: int,
         expected_version: int,
         state: TableState,
-        events: list[Payload],
+        events: list[EventPayload],
         payouts: list[Payout] | None = None,
         summary: RoundSummary | None = None,
     ) -> list[Event]:
         """Atomically: check fence and version, store `state`, credit `payouts` (recording
         each player's settlement of the round and, with `summary`, the round's cards and
         result, each player's game-recall record: see Wallet.history), append `events` with
-        the next seqs. Raises StaleWrite if the fence or the version is not current."""
+        the next seqs. Raises StaleWrite if the fence or the version is not current.
+
+        A player who already has a settlement of `state.round` is not credited again: a round
+        with many bets is settled in slices of whole players, each a commit of the unchanged
+        state (same version) with no events, before the commit that ends the round (the table
+        loop does, server/runtime/table_loop.py); a new owner that redoes a round its
+        predecessor left half settled credits only the players not yet paid. So a player's
+        payouts must all be in one commit."""
 
     @abc.abstractmethod
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None: ...
@@ -241,7 +256,8 @@ class Store(Wallet):
     @abc.abstractmethod
     def settled_notices(self) -> AbstractAsyncContextManager[AsyncIterator[SettledNotice]]:
         """Hear of every round settled or voided from now on, on every node of this store: a
-        commit that credits payouts sends one SettledNotice naming the players paid.
+        commit that credits payouts sends one SettledNotice naming the players it credited
+        (a round settled in slices sends one per slice, before the round's own event).
 
         `async with store.settled_notices() as notices: async for notice in notices: ...`
         Entering subscribes (the subscription is live once it returns); leaving stops.

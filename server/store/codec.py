@@ -5,10 +5,8 @@ reads every older format (migrating it on the way in), so a rolling upgrade neve
 table; a blob it cannot read raises StateUnreadable, which the table loop's failure policy
 handles (docs/redis.md, "The state blob").
 
-Events are stored as the exact bytes broadcast to clients. The Lua scripts build each one as
-a msgpack map whose first five entries (type, table, seq, round, ts) they write themselves,
-followed by the payload's key/value pairs encoded here: that keeps the key order of the
-memory engine's events and lets a script stamp the seq without decoding the payload.
+Events are stored as the exact bytes broadcast to clients: the wire encodes each one
+(server/wire/envelope.py `template`) but its seq and ts, which the commit script fills in.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ import msgpack
 
 from server.core.bets import Bet, Paytable, Spot, SpotLimit, TableLimits
 from server.core.cards import Card, decode_cards, encode_cards
-from server.core.events import Payload
 from server.core.rules import PRESETS, TableRules
 from server.core.shoe import Shoe
 from server.core.table import TableState
@@ -31,7 +28,6 @@ __all__ = [
     "STATE_FORMAT",
     "bet_from_bytes",
     "packb",
-    "payload_pairs",
     "rules_from_dict",
     "state_from_bytes",
     "state_to_bytes",
@@ -47,11 +43,6 @@ def packb(value: object) -> bytes:
 
 def unpackb(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False)
-
-
-def payload_pairs(payload: Payload) -> tuple[int, bytes]:
-    """The payload's entries as concatenated msgpack key/value pairs, and how many."""
-    return len(payload), b"".join(packb(key) + packb(value) for key, value in payload.items())
 
 
 # The `v` this node writes; bump it, and add a migration, on any change an older node would

@@ -17,13 +17,14 @@ from typing import Any
 
 from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot, verify_bet
 from server.core.errors import BetRejected, RejectCode
-from server.core.events import Payload
+from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import TableState, verify_bet_window
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
+    DEFAULT_MAX_BETS_PER_ROUND,
     BetReceipt,
     Event,
     Lease,
@@ -34,6 +35,7 @@ from server.store.base import (
     StaleWrite,
     Store,
     new_epoch,
+    too_many_bets,
 )
 from server.store.codec import state_from_bytes, state_to_bytes
 from server.store.recall import history_record, record_body
@@ -44,8 +46,11 @@ from server.store.wallet import (
     MOVEMENTS_KEPT,
     InsufficientFunds,
     Movement,
+    check_ledger,
     check_movement,
 )
+from server.wire.envelope import stamp
+from server.wire.shapes import payout_view
 
 __all__ = ["MemoryStore"]
 
@@ -119,8 +124,10 @@ class MemoryStore(Store):
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
+        max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
     ) -> None:
         self._now_ms = now_ms
+        self._max_bets = max(max_bets_per_round, 1)
         self._history_events = history_events
         self._history_rounds = max(history_rounds, 1)
         self._recall_rounds = max(recall_rounds, 1)
@@ -129,6 +136,9 @@ class MemoryStore(Store):
         self._players: dict[str, _Player] = {}
         self._guests: set[str] = set()  # the players that may expire: a sweep looks at these
         self._issued = 0
+        # The sum of the balances, kept as it changes (ledger() sums them anew), so the ledger
+        # bound is checked without summing every player's balance.
+        self._balances = 0
         self._in_play = 0
         self._house = 0
         self._operator_in = 0
@@ -194,9 +204,13 @@ class MemoryStore(Store):
     ) -> int:
         record = self._players.get(player)
         if record is None:
+            check_ledger(
+                issued=self._issued + initial_balance, balances=self._balances + initial_balance
+            )
             ttl = None if guest_ttl_ms is None else max(guest_ttl_ms, 0)
             record = self._players[player] = _Player(initial_balance, ttl)
             self._issued += initial_balance
+            self._balances += initial_balance
             if ttl is not None:
                 self._guests.add(player)
         elif record.guest_ttl_ms is not None and guest_ttl_ms is not None:
@@ -223,9 +237,14 @@ class MemoryStore(Store):
             raise InsufficientFunds(player, balance, -amount)
         if balance + amount >= MONEY_LIMIT:
             raise ValueError(f"a balance of {balance} + {amount} would pass 2**53")
+        if amount > 0:
+            check_ledger(balances=self._balances + amount, operator_in=self._operator_in + amount)
+        else:
+            check_ledger(balances=self._balances + amount, operator_out=self._operator_out - amount)
         if record is None:
             record = self._players[player] = _Player(0)
         record.balance += amount
+        self._balances += amount
         if amount > 0:
             self._operator_in += amount
         else:
@@ -241,6 +260,12 @@ class MemoryStore(Store):
         record = self._players.get(player)
         return list(record.movements)[: max(limit, 0)] if record else []
 
+    async def keep_guests(self, players: Collection[str]) -> None:
+        for name in players:
+            record = self._players.get(name)
+            if record is not None:
+                self._seen(record)  # a no-op for a player who is no guest
+
     async def expire_guests(self, now_ms: int | None = None) -> int:
         now = self._now_ms() if now_ms is None else now_ms
         gone = [
@@ -250,7 +275,9 @@ class MemoryStore(Store):
         ]
         for name in gone:
             self._guests.discard(name)
-            self._expired += self._players.pop(name).balance
+            balance = self._players.pop(name).balance
+            self._balances -= balance
+            self._expired += balance
         return len(gone)
 
     async def history(
@@ -279,13 +306,16 @@ class MemoryStore(Store):
             return table.rounds[held].receipts[key]
         verify_bet_window(table.header, round_no, self._now_ms())
         spot_ = parse_spot(spot)
+        record = self._round(table, table.header.round)
+        if len(record.mine.get(player, ())) >= self._max_bets:
+            raise too_many_bets(self._max_bets)
         player_record = self._players.get(player)
         balance = player_record.balance if player_record else 0
-        record = self._round(table, table.header.round)
         on_spot = record.stakes.get((player, spot_), 0)
         verify_bet(table.rules.limits, spot_, amount, on_spot, balance)
         assert isinstance(amount, int) and player_record is not None  # balance >= amount > 0
         player_record.balance -= amount
+        self._balances -= amount
         player_record.in_play += amount
         self._seen(player_record)
         self._in_play += amount
@@ -316,7 +346,7 @@ class MemoryStore(Store):
         fence: int,
         expected_version: int,
         state: TableState,
-        events: list[Payload],
+        events: list[EventPayload],
         payouts: list[Payout] | None = None,
         summary: RoundSummary | None = None,
     ) -> list[Event]:
@@ -326,11 +356,10 @@ class MemoryStore(Store):
         if table.header.version != expected_version:
             raise StaleWrite(f"version {expected_version} is stale; at {table.header.version}")
         table.blob, table.header = state_to_bytes(state), _header(state)
-        if payouts:
-            self._credit(table, state, payouts, summary)
+        paid = self._credit(table, state, payouts, summary) if payouts else ()
         appended = self._append(table, events)
-        if payouts:
-            self._notify(SettledNotice(state.table_id, state.round, _players_of(payouts)))
+        if paid:
+            self._notify(SettledNotice(state.table_id, state.round, paid))
         return appended
 
     def _notify(self, notice: SettledNotice) -> None:
@@ -353,27 +382,35 @@ class MemoryStore(Store):
         state: TableState,
         payouts: list[Payout],
         summary: RoundSummary | None,
-    ) -> None:
+    ) -> tuple[str, ...]:
+        """Credit each player's payouts and record its settlement, but for a player who has a
+        settlement of this round already (see Store.commit); returns the players credited."""
         by_player: dict[str, list[Payout]] = {}
         for payout in payouts:
             by_player.setdefault(payout.player, []).append(payout)
         record = self._round(table, state.round)
         now = self._now_ms()
+        paid = []
         for player, mine in by_player.items():
+            if player in record.settlements:
+                continue
+            paid.append(player)
             credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
             # A bettor has a record: it cannot expire while its stake is in play.
             wallet = self._players.setdefault(player, _Player(0))
             wallet.balance += credit
+            self._balances += credit
             wallet.in_play = max(wallet.in_play - staked, 0)
             self._in_play -= staked
             self._house += staked - credit
             record.settlements[player] = Settlement(
-                state.table_id, state.round, [p.to_dict() for p in mine], wallet.balance
+                state.table_id, state.round, [payout_view(p) for p in mine], wallet.balance
             )
             body = record_body(state.table_id, state.round, mine, summary)
             wallet.history.appendleft(history_record(body, now, wallet.balance))
             while len(wallet.history) > self._recall_rounds:
                 wallet.history.pop()
+        return tuple(paid)
 
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
         record = self._table(table_id).rounds.get(round_no)
@@ -387,22 +424,16 @@ class MemoryStore(Store):
         return {player: held[player] for player in players if player in held}
 
     # --- events ---------------------------------------------------------------------------
-    def _append(self, table: _Table, payloads: list[Payload]) -> list[Event]:
+    def _append(self, table: _Table, payloads: list[EventPayload]) -> list[Event]:
         stored = []
         now = self._now_ms()
+        table_id, round_no = table.header.table_id, table.header.round
         for payload in payloads:
             table.seq += 1
-            ev: Event = {
-                "type": "event",
-                "table": table.header.table_id,
-                "seq": table.seq,
-                "round": table.header.round,
-                "ts": now,
-                **payload,
-            }
+            ev = stamp(table_id, table.seq, round_no, now, payload)
             stored.append(ev)
             table.events.append(ev)
-            self._round(table, ev["round"]).events.append(ev)
+            self._round(table, round_no).events.append(ev)
         while len(table.events) > self._history_events:
             table.events.popleft()
         if stored:
@@ -503,11 +534,6 @@ class MemoryStore(Store):
             self._operator_out,
             self._expired,
         )
-
-
-def _players_of(payouts: list[Payout]) -> tuple[str, ...]:
-    """The players paid, each once, in the order of their first payout."""
-    return tuple(dict.fromkeys(payout.player for payout in payouts))
 
 
 async def _drain(queue: asyncio.Queue[SettledNotice]) -> AsyncIterator[SettledNotice]:

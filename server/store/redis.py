@@ -35,7 +35,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from server.core.bets import (
@@ -49,13 +49,14 @@ from server.core.bets import (
     verify_bet,
 )
 from server.core.errors import BetRejected, RejectCode
-from server.core.events import Payload
+from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import Phase, TableState
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
+    DEFAULT_MAX_BETS_PER_ROUND,
     BetReceipt,
     Event,
     Lease,
@@ -66,13 +67,15 @@ from server.store.base import (
     StaleWrite,
     StateUnreadable,
     Store,
+    StoreDataError,
+    StoreRefused,
     StoreUnavailable,
     new_epoch,
+    too_many_bets,
 )
 from server.store.codec import (
     bet_from_bytes,
     packb,
-    payload_pairs,
     rules_from_dict,
     state_from_bytes,
     state_to_bytes,
@@ -86,9 +89,11 @@ from server.store.wallet import (
     MONEY_LIMIT,
     MOVEMENTS_KEPT,
     InsufficientFunds,
+    LedgerLimit,
     Movement,
     check_movement,
 )
+from server.wire.envelope import template
 
 __all__ = ["RedisStore"]
 
@@ -105,13 +110,16 @@ _SCRIPTS = (
     "snapshot",
     "reset_epoch",
     "move_money",
+    "keep_guests",
     "expire_guests",
 )
 BATCH_MAX = 256  # commands one write carries; more calls in the same tick take several
 BET_BATCH_MAX = 64  # bets one place_bet script takes: Redis runs nothing else meanwhile
 TABLE_KEYS_CACHED = 1024  # tables whose key names are kept made
 FOLLOW_BLOCK_MS = 1000  # one XREAD BLOCK; follow loops, so this only bounds a read's wait
+ROUND_BETS_PAGE = 1000  # bets one read of a round's list takes (and the node decodes at once)
 EXPIRE_BATCH = 500  # guests one expire_guests script looks at: a short script, many if needed
+KEEP_BATCH = 500  # guests one keep_guests script pushes back
 NOTICE_POLL_S = 1.0  # one wait for a settled notice; the listener loops, checking its health
 NOTICE_HEALTH_S = 10  # a listener with nothing to read PINGs this often, to notice a lost Redis
 
@@ -121,13 +129,32 @@ def _script_text(name: str) -> str:
     return lua.joinpath("lib.lua").read_text() + "\n" + lua.joinpath(f"{name}.lua").read_text()
 
 
+# What Redis answers when a new connection's setup (the URL's database) is refused: redis-py
+# raises it as a plain error reply of whatever call opened the connection.
+_SETUP_REFUSALS = ("DB index is out of range", "invalid DB index", "SELECT is not allowed")
+
+
 @contextlib.contextmanager
 def _reachable() -> Iterator[None]:
-    """Turn the client's connection failures (after its retries) into StoreUnavailable."""
+    """Turn the client's connection failures (after its retries) into StoreUnavailable, and
+    a connection Redis refuses to set up (a database it does not have) into StoreRefused.
+
+    Also gives back a cancel redis-py lost. It sends every command in asyncio.wait_for, which
+    on Python 3.11 returns the result and drops a cancel that comes as the write completes
+    (the request stays counted in Task.cancelling()). A task cancelled that way went on as
+    if nothing had been asked: the hub's follower blocked in XREAD again, a table loop went
+    on to own and play its table, and the node's stop, which waits for them, never ended."""
     try:
         yield
     except (RedisConnectionError, RedisTimeoutError) as exc:
         raise StoreUnavailable(f"redis is unreachable: {exc}") from exc
+    except ResponseError as exc:
+        if str(exc).startswith(_SETUP_REFUSALS):
+            raise StoreRefused(f"redis refuses the database of --redis: {exc}") from exc
+        raise
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _unknown_table(table_id: str) -> BetRejected:
@@ -224,8 +251,10 @@ class _BetBatches:
 
     One script call per bet cost Redis the call's own overhead and a read of the table's
     state, the clock and the spot's limits for every bet, and the node redis-py's per-command
-    work; a batch pays them once. Each caller still gets its own reply or error; a call that
-    fails fails every bet in it (place_bet is idempotent by bet_id, so a caller may retry)."""
+    work; a batch pays them once. Each caller still gets its own reply: the script judges
+    every bet on its own, so a bet it cannot place (a damaged key: StoreDataError) leaves the
+    others' answers alone. Only a call that fails as a whole (Redis unreachable) fails every
+    bet in it (place_bet is idempotent by bet_id, so a caller may retry)."""
 
     def __init__(self, submit: Callable[[str, list[str], list[str]], Awaitable[Any]]) -> None:
         self._submit = submit  # queues the batch's script call at once; awaited for its reply
@@ -302,6 +331,7 @@ class RedisStore(Store):
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
+        max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
         key_prefix: str = "bac",
         timeout_s: float = 5.0,
         retries: int = 3,
@@ -310,6 +340,7 @@ class RedisStore(Store):
         self._url = url
         self._history = (max(history_events, 1), max(history_rounds, 1))
         self._recall_rounds = max(recall_rounds, 1)
+        self._max_bets = max(max_bets_per_round, 1)
         self._prefix = key_prefix
         # Keys every bet names, made once instead of per call.
         self._ledger_key = f"{key_prefix}:ledger"
@@ -335,6 +366,7 @@ class RedisStore(Store):
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
+        max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
         key_prefix: str = "bac",
     ) -> RedisStore:
         return cls(
@@ -342,6 +374,7 @@ class RedisStore(Store):
             history_events=history_events,
             history_rounds=history_rounds,
             recall_rounds=recall_rounds,
+            max_bets_per_round=max_bets_per_round,
             key_prefix=key_prefix,
         )
 
@@ -499,7 +532,10 @@ class RedisStore(Store):
     ) -> int:
         keys = [self._player_key(player, "balance"), self._ledger_key, *self._guest_keys]
         ttl = "" if guest_ttl_ms is None else max(int(guest_ttl_ms), 0)
-        return int(await self._run("ensure_player", keys, [initial_balance, ttl, player]))
+        reply = await self._run("ensure_player", keys, [initial_balance, ttl, player])
+        if isinstance(reply, list):
+            _refused_write(reply)
+        return int(reply)
 
     async def move_money(self, player: str, amount: int, idempotency_key: str) -> Movement:
         amount = check_movement(amount, idempotency_key)
@@ -515,6 +551,8 @@ class RedisStore(Store):
             raise InsufficientFunds(player, int(reply[1]), -amount)
         if code == "LIMIT":
             raise ValueError(f"a balance of {int(reply[1])} + {amount} would pass 2**53")
+        if code != "OK":
+            _refused_write(reply)
         return Movement(*unpackb(reply[1]))
 
     async def movements(self, player: str, limit: int = MOVEMENTS_KEPT) -> list[Movement]:
@@ -523,6 +561,12 @@ class RedisStore(Store):
         with _reachable():
             raw = await self._redis.lrange(self._player_key(player, "movements"), 0, limit - 1)
         return [Movement(*unpackb(_bytes(item))) for item in raw]
+
+    async def keep_guests(self, players: Collection[str]) -> None:
+        names = list(players)
+        for first in range(0, len(names), KEEP_BATCH):  # short scripts, sent together
+            batch = names[first : first + KEEP_BATCH]
+            await self._run("keep_guests", list(self._guest_keys), batch)
 
     async def expire_guests(self, now_ms: int | None = None) -> int:
         now = await self.now_ms() if now_ms is None else now_ms
@@ -585,7 +629,7 @@ class RedisStore(Store):
         return self._submit_script(
             "place_bet",
             [table.state, table.rounds, self._ledger_key, *self._guest_keys, *keys],
-            [table_id, table.prefix, self._history[1], *args],
+            [table_id, table.prefix, self._history[1], self._max_bets, *args],
         )
 
     @staticmethod
@@ -594,6 +638,8 @@ class RedisStore(Store):
     ) -> NoReturn:
         """Raise the BetRejected the memory engine would, from the script's refusal."""
         code = reply[0].decode()
+        if code == "BROKEN":
+            raise StoreDataError(f"bet not placed, nothing written: {reply[1].decode()}")
         if code == "UNKNOWN_TABLE":
             raise _unknown_table(table_id)
         if code == "CLOSED":
@@ -604,6 +650,8 @@ class RedisStore(Store):
                 RejectCode.WRONG_ROUND, f"round {round_no!r} is not open; {current} is"
             )
         spot_ = parse_spot(spot)  # raises UNKNOWN_SPOT for code SPOT
+        if code == "TOO_MANY":
+            raise too_many_bets(int(reply[1]))
         # MONEY: the core names the rule that failed, from the values the script saw.
         low, high, on_spot, balance = reply[1:5]
         spots = {spot_: SpotLimit(int(low), int(high))} if low else {}
@@ -611,13 +659,20 @@ class RedisStore(Store):
         raise AssertionError(f"place_bet script refused ({code}) a bet the core accepts")
 
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
-        with _reachable():
-            raw = await self._redis.lrange(
-                self._table_keys(table_id).per_round("bets", round_no), 0, -1
-            )
-        if not raw:
+        # Read and decoded a page at a time: the node's loop runs other work between pages
+        # instead of decoding a round of 40,000 bets in one go (~100 ms). The list only ever
+        # grows at its end, so the pages make one consistent prefix.
+        key = self._table_keys(table_id).per_round("bets", round_no)
+        bets: list[Bet] = []
+        while True:
+            with _reachable():
+                raw = await self._redis.lrange(key, len(bets), len(bets) + ROUND_BETS_PAGE - 1)
+            bets += [bet_from_bytes(_bytes(item)) for item in raw]
+            if len(raw) < ROUND_BETS_PAGE:
+                break
+        if not bets:
             await self._require_table(table_id)
-        return [bet_from_bytes(_bytes(item)) for item in raw]
+        return bets
 
     async def bet_totals(self, table_id: str, round_no: int) -> BetTotals:
         with _reachable():
@@ -636,7 +691,7 @@ class RedisStore(Store):
         fence: int,
         expected_version: int,
         state: TableState,
-        events: list[Payload],
+        events: list[EventPayload],
         payouts: list[Payout] | None = None,
         summary: RoundSummary | None = None,
     ) -> list[Event]:
@@ -645,7 +700,7 @@ class RedisStore(Store):
         args += [state_to_bytes(state), state.phase.value, state.round, state.closes_at_ms]
         args += [state.version, state.shoe_number, self._recall_rounds, len(events)]
         for payload in events:
-            args += payload_pairs(payload)
+            args += template(table_id, state.round, payload)
         players = []
         for player, mine in _by_player(payouts or []).items():
             credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
@@ -663,6 +718,8 @@ class RedisStore(Store):
             raise StaleWrite(f"fencing token {fence} is not the lease holder's")
         if code == "VERSION":
             raise StaleWrite(f"version {expected_version} is stale; at {int(reply[1])}")
+        if code == "BROKEN":
+            raise StoreDataError(f"commit not written, nothing was: {reply[1].decode()}")
         return [unpackb(raw) for raw in reply[1:]]
 
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
@@ -869,6 +926,14 @@ class RedisStore(Store):
         await self._bets.close()
         await self._batcher.close()
         await self._redis.aclose()
+
+
+def _refused_write(reply: list[Any]) -> NoReturn:
+    """Raise what a money script's {'LEDGER', counter} or {'BROKEN', reason} means."""
+    code, detail = reply[0].decode(), reply[1].decode()
+    if code == "LEDGER":
+        raise LedgerLimit(detail)
+    raise StoreDataError(f"nothing written: {detail}")
 
 
 def _by_player(payouts: list[Payout]) -> dict[str, list[Payout]]:

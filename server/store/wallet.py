@@ -16,17 +16,21 @@ Operators move money with the same two calls (credit/debit with their idempotenc
 from __future__ import annotations
 
 import abc
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "DEFAULT_RECALL_ROUNDS",
     "IDEMPOTENCY_KEYS_KEPT",
+    "LEDGER_LIMIT",
     "MONEY_LIMIT",
     "MOVEMENTS_KEPT",
     "InsufficientFunds",
+    "LedgerLimit",
     "Movement",
     "Wallet",
+    "check_ledger",
     "check_movement",
 ]
 
@@ -35,6 +39,27 @@ MOVEMENTS_KEPT = 100  # operator movements kept per player
 IDEMPOTENCY_KEYS_KEPT = 1_000  # a player's latest operator keys that still dedupe a retry
 # Amounts and balances stay below this: the Redis engine's Lua counts in doubles.
 MONEY_LIMIT = 2**53
+# No ledger counter (issued, balances, operator_in, ...) goes past this, on either engine:
+# Redis keeps 64-bit integers, and a write that would overflow one fails midway. A movement
+# or a new player that would take a counter past it is refused with LedgerLimit.
+LEDGER_LIMIT = 2**63 - 1
+
+
+class LedgerLimit(Exception):
+    """A movement (or a new player's balance) that would take a ledger counter past
+    LEDGER_LIMIT: nothing moved (HTTP 409 on the operator API)."""
+
+    def __init__(self, counter: str) -> None:
+        super().__init__(f"the ledger's {counter} would pass 2**63 - 1; nothing moved")
+        self.counter = counter
+
+
+def check_ledger(**after: int) -> None:
+    """LedgerLimit naming the first counter (in the order given) whose value after a write
+    would leave [-2**63, LEDGER_LIMIT]; the Redis scripts check in the same order."""
+    for counter, value in after.items():
+        if not -LEDGER_LIMIT - 1 <= value <= LEDGER_LIMIT:
+            raise LedgerLimit(counter)
 
 
 class InsufficientFunds(Exception):
@@ -87,7 +112,8 @@ class Wallet(abc.ABC):
         once that long passed, by the store's clock, without it being seen. Every call for a
         guest (and every bet it places) is a sighting and pushes its expiry back, by the TTL
         given (which then becomes its TTL) or else by its own. A player created without a TTL
-        is never a guest and never expires, whatever later calls pass."""
+        is never a guest and never expires, whatever later calls pass. LedgerLimit if a new
+        player's balance would take the ledger's issued or balances past LEDGER_LIMIT."""
 
     @abc.abstractmethod
     async def balance(self, player: str) -> int | None: ...
@@ -100,11 +126,20 @@ class Wallet(abc.ABC):
         IDEMPOTENCY_KEYS_KEPT. A player not seen before is created with balance 0 first (not a
         guest). InsufficientFunds for a debit beyond the balance (nothing moves, the key is
         not used up); ValueError for a bad amount or key (see check_movement) or a credit
-        that would take the balance to MONEY_LIMIT."""
+        that would take the balance to MONEY_LIMIT; LedgerLimit for a movement that would
+        take the ledger's balances, then operator_in (a credit) or operator_out (a debit),
+        past LEDGER_LIMIT. Checked in that order, and nothing moves."""
 
     @abc.abstractmethod
     async def movements(self, player: str, limit: int = MOVEMENTS_KEPT) -> list[Movement]:
         """The player's latest operator movements, newest first (the last MOVEMENTS_KEPT)."""
+
+    @abc.abstractmethod
+    async def keep_guests(self, players: Collection[str]) -> None:
+        """These guests are still connected, or their last connection just closed: each one's
+        expiry moves to its TTL from now, by the store's clock (a guest who only watches sends
+        nothing, yet is not to be forgotten while connected). A player that is no guest, or
+        no longer exists (expired meanwhile), is left as it is: this never creates a wallet."""
 
     @abc.abstractmethod
     async def expire_guests(self, now_ms: int | None = None) -> int:

@@ -43,6 +43,7 @@ from websockets.asyncio.server import broadcast
 
 from server.core.errors import BetRejected
 from server.metrics import Metrics
+from server.runtime.slices import SLICE
 from server.store.base import Event, SettledNotice, Store, StoreUnavailable
 from server.transport.shared_snapshot import SharedSnapshot
 from server.wire.codec import Encoding, Frame, encode
@@ -58,6 +59,10 @@ SETTLING_KINDS = ("round_settled", "round_voided")  # events after which players
 # Rounds whose settlements a feed sent, remembered until their settled notice comes (it comes
 # within milliseconds, or never: pub/sub is at most once), so that notice reads them no more.
 SERVED_ROUNDS = 256
+# Players whose settlement a node reads at once, at first: after each read the next takes as
+# many as make about SLICE payouts, so one read decodes and delivers a slice of a big round.
+SETTLEMENTS_FIRST_READ = 8
+SETTLEMENTS_READ_MAX = 1000
 # Subscribers' send buffers are checked after every this many events of a table, after the
 # broadcast: asking each transport costs ~0.6 us, 6 ms at 10,000 spectators, which in front
 # of the broadcast delayed every event's first write. A stalled client is still dropped,
@@ -311,7 +316,7 @@ class TableFeed:
             # Every local player at this table gets it, whoever placed the bet and wherever
             # (another tab, another node, a connection since closed).
             bettors = self.bettors.pop(event["round"], set())
-            players = self.joined_players()
+            players = self.joined_players() | self.hub.take_deferred(self.table_id, event["round"])
             if bettors or players:
                 served = players | {s.player for s in bettors if s.player is not None}
                 self.hub.note_served(self.table_id, event["round"], served)
@@ -422,6 +427,7 @@ class Hub:
         self._notices: asyncio.Task[None] | None = None  # the settled notices' listener
         self.notices_live = asyncio.Event()  # set while that listener is subscribed
         self._served: OrderedDict[tuple[str, int], set[str]] = OrderedDict()  # see note_served
+        self._deferred: OrderedDict[tuple[str, int], set[str]] = OrderedDict()  # see on_settled
 
     def subscriber_counts(self) -> dict[str, int]:
         """How many of this node's connections watch each table it follows."""
@@ -639,15 +645,27 @@ class Hub:
         feed = self.feeds.get(notice.table)
         bettors = feed.bettors.get(notice.round, set()) if feed is not None else set()
         wanted = []
+        deferred = []
         for player in notice.players:
             sessions = self.players.get(player)
             if not sessions or player in served:
                 continue
             if feed is not None and any(s in bettors or feed.is_subscribed(s) for s in sessions):
+                deferred.append(player)
                 continue
             wanted.append(player)
+        if deferred:
+            # A round settled in slices sends its notices before its event: the feed serves
+            # these players after the event even if they have left the table by then.
+            self._deferred.setdefault((notice.table, notice.round), set()).update(deferred)
+            while len(self._deferred) > SERVED_ROUNDS:
+                self._deferred.popitem(last=False)
         if wanted:
             self.spawn_settlements(notice.table, notice.round, set(), wanted)
+
+    def take_deferred(self, table_id: str, round_no: int) -> set[str]:
+        """The players a notice of the round left to the table's feed (see on_settled)."""
+        return self._deferred.pop((table_id, round_no), set())
 
     # --- background tasks ------------------------------------------------------------------
     def spawn(
@@ -709,22 +727,36 @@ class Hub:
         players: Collection[str] = (),
     ) -> None:
         """Read the settlements of the local sessions that bet in the round and of `players`
-        (those joined to the table) in one batch, then deliver each to every live session of
-        its player on this node (and to the sessions that bet), each delivery on its own:
-        only the read can fail (and be retried), and one failed delivery stops no other."""
-        wanted = {s.player for s in bettors if s.player is not None} | set(players)
-        if not wanted:
-            return
-        found = await self.store.settlements(table_id, round_no, wanted)
-        for player, settlement in found.items():
-            targets = self.sessions_of(player) | {s for s in bettors if s.player == player}
-            for sub in targets:
-                try:
-                    self._send_settlement(sub, settlement)
-                except Exception:
-                    self.log.exception(
-                        "settlement_not_delivered", table=table_id, round=round_no, player=player
-                    )
+        (those joined to the table), then deliver each to every live session of its player on
+        this node (and to the sessions that bet), each delivery on its own: only a read can
+        fail (and the whole is retried: a session sends a round's settlement once), and one
+        failed delivery stops no other.
+
+        A batch of players at a time, yielding after each: a round of 40,000 bets is too much
+        to decode and encode in one turn of the loop. The first read takes a few players, each
+        next one as many as make about SLICE payouts by the sizes seen so far."""
+        wanted = list({s.player for s in bettors if s.player is not None} | set(players))
+        batch, first = SETTLEMENTS_FIRST_READ, 0
+        while first < len(wanted):
+            names = wanted[first : first + batch]
+            first += len(names)
+            found = await self.store.settlements(table_id, round_no, names)
+            payouts = 0
+            for player, settlement in found.items():
+                payouts += len(settlement.payouts)
+                targets = self.sessions_of(player) | {s for s in bettors if s.player == player}
+                for sub in targets:
+                    try:
+                        self._send_settlement(sub, settlement)
+                    except Exception:
+                        self.log.exception(
+                            "settlement_not_delivered",
+                            table=table_id,
+                            round=round_no,
+                            player=player,
+                        )
+            batch = max(1, min(SETTLEMENTS_READ_MAX, len(names) * SLICE // max(payouts, 1)))
+            await asyncio.sleep(0)  # the memory engine's read does not yield by itself
 
     def unsubscribe_everywhere(self, sub: Subscriber) -> None:
         for feed in self.feeds.values():

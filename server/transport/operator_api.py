@@ -6,7 +6,8 @@ valid token of another role 403. Answers are JSON; a refusal is `{"error": code,
 
 - `GET /api/players/{id}`: the player's balance and latest operator movements.
 - `POST /api/players/{id}/credit` and `/debit` with `{"amount": 500, "idempotency_key": "k-1"}`:
-  move money (the same key twice moves it once; a debit beyond the balance is 409).
+  move money (the same key twice moves it once; a debit beyond the balance is 409, and so is
+  a movement that would take a ledger counter past 2**63 - 1, `ledger_limit`).
 - `GET /api/tables`: every table's state, owner and counts.
 - `POST /api/tables/{id}/pause` and `/resume`: no new round opens while paused (the round in
   play finishes); the request is kept in the store, so it holds on every node.
@@ -26,7 +27,7 @@ from websockets.http11 import Request, Response
 from server.auth import AuthError, AuthPolicy, check_player_id
 from server.metrics import Metrics
 from server.store.base import StateUnreadable, Store, StoreUnavailable
-from server.store.wallet import MOVEMENTS_KEPT, InsufficientFunds, check_movement
+from server.store.wallet import MOVEMENTS_KEPT, InsufficientFunds, LedgerLimit, check_movement
 from server.transport.http import json_response
 from server.transport.http_body import API_PREFIX, Posted
 
@@ -173,6 +174,10 @@ class OperatorApi:
                 "insufficient_funds",
                 str(short),
                 {"player": player, "balance": short.balance},
+            ) from None
+        except LedgerLimit as full:  # a ledger counter would pass 2**63 - 1
+            raise ApiError(
+                HTTPStatus.CONFLICT, "ledger_limit", str(full), {"counter": full.counter}
             ) from None
         except ValueError as error:  # past MONEY_LIMIT
             raise ApiError(HTTPStatus.BAD_REQUEST, "bad_amount", str(error)) from None

@@ -19,9 +19,10 @@ import contextlib
 import itertools
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import structlog
 
@@ -55,6 +56,7 @@ __all__ = [
     "PlayerSession",
     "Port",
     "SessionContext",
+    "keep_connected_guests",
 ]
 
 FLOOD_CLOSE_CODE = 1008  # policy violation: keeps sending what is refused
@@ -92,6 +94,9 @@ class SessionContext:
     auth: AuthPolicy = field(default_factory=lambda: AuthPolicy.configure(None))
     max_connections_per_player: int = 0  # per node; 0: no cap
     sessions: set[Any] = field(default_factory=set)  # the transport's live sessions
+    # The guests connected to this node, with their number of connections: each is kept
+    # alive while it has one (keep_connected_guests), and its TTL runs from its last close.
+    guests: Counter[str] = field(default_factory=Counter)
     # Failures (bugs) already logged with a traceback: later ones get one line each, so a
     # client repeating the frame that triggers a bug cannot fill the log.
     failures_logged: set[str] = field(default_factory=set)
@@ -132,8 +137,8 @@ class PlayerSession:
     rate buckets) is made on first use and shared or dropped when it can be."""
 
     __slots__ = (
-        "_guest_seen",
         "_join_lock",
+        "_kept",
         "_lock_users",
         "_log",
         "_player",
@@ -161,7 +166,7 @@ class PlayerSession:
         self._lock_users = 0
         self.limits = ConnectionLimits(ctx.limits)
         self._settled: dict[tuple[str, int], None] | None = None  # sent, oldest first
-        self._guest_seen = self._now()
+        self._kept = False  # counted in ctx.guests (a guest's connection, once started)
         self._log: Any = None
 
     @property
@@ -236,6 +241,9 @@ class PlayerSession:
         if self.player is not None:
             ttl = self.ctx.guest_ttl_ms if self.identity.guest else None
             balance = await self.ctx.store.ensure_player(self.player, self.ctx.initial_balance, ttl)
+            if self.identity.guest:
+                self.ctx.guests[self.player] += 1
+                self._kept = True
         self.ctx.hub.register(self)
         self.send(
             shapes.welcome(
@@ -244,17 +252,29 @@ class PlayerSession:
                 self.ctx.tables,
                 self.encoding.value,
                 self.ctx.node_id,
-                cast(shapes.RoleName, self.role),
+                self.identity.role.value,
                 self.token,
                 name=self.identity.name if self.identity.player is not None else None,
             )
         )
 
-    def stop(self) -> None:
-        """The connection is gone: leave every table and the player's sessions."""
+    async def stop(self) -> None:
+        """The connection is gone: leave every table and the player's sessions. A guest's
+        last connection on this node is its last sighting here: its TTL runs from now."""
         self.joined = ()  # a resync still under way must not subscribe it again
         self.ctx.hub.unsubscribe_everywhere(self)
         self.ctx.hub.unregister(self)
+        if not self._kept or self.player is None:
+            return
+        self._kept = False
+        self.ctx.guests[self.player] -= 1
+        if self.ctx.guests[self.player] > 0:
+            return
+        del self.ctx.guests[self.player]
+        try:
+            await self.ctx.store.keep_guests([self.player])
+        except StoreUnavailable as error:  # it expires from its last refresh instead, at most
+            self.log.warning("guest_keep_failed", error=str(error))  # a quarter TTL earlier
 
     async def handle(self, message: object) -> bool:
         """One decoded message; False when the connection is to be closed (already asked)."""
@@ -308,8 +328,6 @@ class PlayerSession:
 
     async def _dispatch(self, command: Command) -> None:
         self.ctx.metrics.message_in(type(command).__name__.lower())
-        if self.identity.guest:
-            await self._guest_sighting()
         if isinstance(command, Bet):
             started = time.perf_counter()
             try:
@@ -327,18 +345,6 @@ class PlayerSession:
         elif isinstance(command, Ping):
             ref = command.ref if isinstance(command.ref, str | int) else None
             self.send(shapes.pong(ref, await self.ctx.store.now_ms()))
-
-    async def _guest_sighting(self) -> None:
-        """A guest connected for longer than its TTL is still here: its wallet must not be
-        swept meanwhile, so every quarter of the TTL one of its requests counts as a sighting."""
-        if self.player is None or not self.identity.guest:
-            return
-        now = self._now()
-        if (now - self._guest_seen) * 1000 >= self.ctx.guest_ttl_ms / GUEST_REFRESH_FRACTION:
-            self._guest_seen = now
-            await self.ctx.store.ensure_player(
-                self.player, self.ctx.initial_balance, self.ctx.guest_ttl_ms
-            )
 
     def _known_table(self, table_id: str) -> None:
         if table_id not in self.ctx.tables:
@@ -440,7 +446,7 @@ class PlayerSession:
                 settled.clear()
                 continue
             for event in missed:
-                self.send(cast(shapes.TableEvent, event))
+                self.send(event)
                 if event.get("kind") in SETTLING_KINDS:
                     settled.append(event["round"])
                 after = event["seq"]
@@ -525,7 +531,7 @@ class PlayerSession:
             shapes.replay(
                 replay.table,
                 replay.round,
-                cast(list[shapes.TableEvent], page),
+                page,
                 more=len(events) > len(page),
             )
         )
@@ -551,9 +557,10 @@ class PlayerSession:
         self._settled[key] = None
         if len(self._settled) > SETTLEMENTS_REMEMBERED:
             del self._settled[next(iter(self._settled))]
-        payouts = cast(list[shapes.PayoutView], settlement.payouts)
         self.send(
-            shapes.settlement(settlement.table, settlement.round, payouts, settlement.balance)
+            shapes.settlement(
+                settlement.table, settlement.round, settlement.payouts, settlement.balance
+            )
         )
 
     # --- resync: the hub lost this session's place in a table's history --------------------
@@ -580,6 +587,27 @@ class PlayerSession:
             await self._catch_up(Join(table_id, None), feed, recovered=False)
             if table_id not in self.joined:  # the connection closed during the catch-up
                 feed.unsubscribe(self)
+
+
+async def keep_connected_guests(
+    ctx: SessionContext, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+) -> None:
+    """A live connection keeps its guest, whatever it sends: a guest who only watches sends
+    nothing (websockets answers its keepalive pings below this layer), yet its wallet must
+    not be swept while it is connected. Every quarter of the TTL the guests connected to this
+    node are seen again, in one store call; a guest's last close is seen by its session
+    (PlayerSession.stop). If this node dies, its guests expire a TTL after its last refresh."""
+    log = structlog.get_logger("session")
+    while True:
+        await sleep(ctx.guest_ttl_ms / 1000 / GUEST_REFRESH_FRACTION)
+        if not ctx.guests:
+            continue
+        try:
+            await ctx.store.keep_guests(list(ctx.guests))
+        except StoreUnavailable as error:  # tried again at the next refresh
+            log.warning("guest_keep_failed", guests=len(ctx.guests), error=str(error))
+        except Exception:  # a bug must not end the refreshes for good
+            log.exception("guest_keep_failed", guests=len(ctx.guests))
 
 
 def _failure_key(error: Exception) -> str:

@@ -92,9 +92,9 @@ class Session:
         broadcast([self.ws], frame)
 
     def send(self, message: shapes.ServerMessage) -> None:
-        self.push(message)  # type: ignore[arg-type]
+        self.push(message)
 
-    def push(self, message: dict[str, Any]) -> None:
+    def push(self, message: shapes.ServerMessage) -> None:
         if self._dropped:
             return
         if self.over_buffer_limit():  # asks (pings, replays) but never reads: drop it too
@@ -150,8 +150,10 @@ class Session:
             self.ctx.metrics.store_error("session")
             await self.ws.close(STORE_CLOSE_CODE, "store unavailable; reconnect later")
         finally:
-            self.handler.stop()
-            self.ctx.sessions.discard(self)
+            try:
+                await self.handler.stop()
+            finally:
+                self.ctx.sessions.discard(self)
 
     async def _handle_frame(self, frame: Frame) -> bool:
         try:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
 
 import msgpack
 
@@ -56,7 +56,7 @@ def has_lone_surrogate(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 
-def encode(message: dict[str, Any], encoding: Encoding) -> Frame:
+def encode(message: Mapping[str, object], encoding: Encoding) -> Frame:
     """One frame for the message; raises Unencodable rather than build a frame that the
     WebSocket layer would fail to send (text frames must be valid UTF-8)."""
     try:

@@ -1,4 +1,5 @@
-"""Client commands, parsed and checked from decoded frames; and the server's error answers.
+"""Client commands, parsed and checked from decoded frames; and the server's error codes (the
+error answer itself is built by server/wire/shapes.py `error`).
 
 A command that names a type we do not know, or lacks or mistypes a field, becomes an
 `ErrorReply` sent back to the client; bet fields whose *values* the rules judge (spot, amount,
@@ -33,7 +34,6 @@ __all__ = [
     "Ping",
     "Replay",
     "echo_ref",
-    "error_message",
     "is_encodable",
     "parse_command",
 ]
@@ -62,13 +62,6 @@ class ErrorReply(Exception):
         self.code = code
         self.message = message
         self.ref = ref
-
-
-def error_message(code: str, message: str, ref: object = None) -> dict[str, Any]:
-    reply: dict[str, Any] = {"type": "error", "code": code, "message": message}
-    if ref is not None:
-        reply["ref"] = ref
-    return reply
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ into bytes. Optional keys live in a `total=False` subclass (not NotRequired) bec
 checker (server/wire/shape_check.py) reads `__required_keys__`.
 
 A table event is an envelope (type, table, seq, round, ts) followed by a payload that starts
-with `kind`; the core builds payloads (server/core/events.py), the store stamps the envelope.
+with `kind`. Each payload is defined and built in the core (server/core/events.py, re-exported
+here); server/wire/envelope.py puts the envelope in front of it when a store appends it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,24 @@ from typing import Any, Literal, TypedDict, cast
 from server.core.bets import Bet, Payout
 from server.core.cards import Card
 from server.core.coup import Hand
+from server.core.events import (
+    BettingClosedPayload,
+    BetTotalsPayload,
+    BurnPayload,
+    CardFace,
+    CardPayload,
+    CutCardPayload,
+    EventPayload,
+    HandName,
+    RoundOpenedPayload,
+    RoundResultPayload,
+    RoundSettledPayload,
+    RoundVoidedPayload,
+    ShoeShuffledPayload,
+    TablePausedPayload,
+    TableResumedPayload,
+    WinnerName,
+)
 from server.core.roads import Roads, build_roads
 from server.core.rules import TableRules
 from server.core.table import Phase, TableState
@@ -79,7 +98,6 @@ __all__ = [
     "Welcome",
     "bet_accepted",
     "bet_rejected",
-    "bet_totals",
     "bet_view",
     "card_view",
     "error",
@@ -95,7 +113,6 @@ __all__ = [
     "rules_view",
     "settlement",
     "snapshot",
-    "stamp_event",
     "table_info",
     "time_left_ms",
     "welcome",
@@ -103,8 +120,6 @@ __all__ = [
 
 RoleName = Literal["player", "spectator", "operator"]
 PhaseName = Literal["idle", "betting", "dealing", "settled", "voided"]
-HandName = Literal["player", "banker"]
-WinnerName = Literal["player", "banker", "tie"]
 SpotName = Literal["player", "banker", "tie", "player_pair", "banker_pair"]
 OutcomeName = Literal["win", "lose", "push"]
 MarkName = Literal["red", "blue"]
@@ -133,11 +148,6 @@ class _TableId(TypedDict):
 
 class TableInfo(_TableId, RulesView):
     """welcome.tables[]: the table id, then its rules."""
-
-
-class CardFace(TypedDict):
-    rank: str
-    suit: str | None
 
 
 class CardView(TypedDict):
@@ -201,90 +211,6 @@ class _Envelope(TypedDict):
     ts: int  # ms, the store's clock
 
 
-class ShoeShuffledPayload(TypedDict):
-    kind: Literal["shoe_shuffled"]
-    shoe: int
-    decks: int
-    cut_index: int
-    cards: int
-
-
-class BurnPayload(TypedDict):
-    kind: Literal["burn"]
-    shoe: int
-    shown: CardFace
-    burned: int
-
-
-class CutCardPayload(TypedDict):
-    kind: Literal["cut_card"]
-    shoe: int
-    last_round: int
-
-
-class RoundOpenedPayload(TypedDict):
-    kind: Literal["round_opened"]
-    closes_at: int
-    shoe: int
-    last_hand: bool
-    rules: str
-
-
-class BetTotalsPayload(TypedDict):
-    kind: Literal["bet_totals"]
-    totals: dict[str, int]  # spot -> minor units, only spots with money on them
-    bettors: int  # distinct players
-    bets: int
-
-
-class BettingClosedPayload(TypedDict):
-    kind: Literal["betting_closed"]
-
-
-class CardPayload(TypedDict):
-    kind: Literal["card"]
-    hand: HandName
-    index: int  # position in the round's deal order, from 0
-    rank: str
-    suit: str | None
-
-
-class RoundResultPayload(TypedDict):
-    kind: Literal["round_result"]
-    winner: WinnerName
-    player_total: int
-    banker_total: int
-    natural: bool
-    player_pair: bool
-    banker_pair: bool
-    cards_used: int
-    player: list[str]
-    banker: list[str]
-
-
-class RoundSettledPayload(TypedDict):
-    kind: Literal["round_settled"]
-    winner: WinnerName
-    bets: int
-    staked: int
-    paid: int
-
-
-class RoundVoidedPayload(TypedDict):
-    kind: Literal["round_voided"]
-    reason: str
-    bets: int
-    refunded: int
-
-
-class TablePausedPayload(TypedDict):
-    kind: Literal["table_paused"]  # no round opens until table_resumed
-
-
-class TableResumedPayload(TypedDict):
-    kind: Literal["table_resumed"]
-
-
 class ShoeShuffledEvent(_Envelope, ShoeShuffledPayload): ...
 
 
@@ -321,20 +247,6 @@ class TablePausedEvent(_Envelope, TablePausedPayload): ...
 class TableResumedEvent(_Envelope, TableResumedPayload): ...
 
 
-EventPayload = (
-    ShoeShuffledPayload
-    | BurnPayload
-    | CutCardPayload
-    | RoundOpenedPayload
-    | BetTotalsPayload
-    | BettingClosedPayload
-    | CardPayload
-    | RoundResultPayload
-    | RoundSettledPayload
-    | RoundVoidedPayload
-    | TablePausedPayload
-    | TableResumedPayload
-)
 TableEvent = (
     ShoeShuffledEvent
     | BurnEvent
@@ -762,20 +674,3 @@ def recalled_round(record: Mapping[str, Any]) -> HistoryRound:
 
 def history(rounds: Sequence[HistoryRound]) -> History:
     return {"type": "history", "rounds": list(rounds)}
-
-
-# --- constructors: events ----------------------------------------------------------------------
-
-
-def bet_totals(totals: Mapping[str, int], bettors: int, bets: int) -> BetTotalsPayload:
-    """The bet_totals payload: only spots with money on them."""
-    spots = {spot: amount for spot, amount in totals.items() if amount > 0}
-    return {"kind": "bet_totals", "totals": spots, "bettors": bettors, "bets": bets}
-
-
-def stamp_event(
-    table: str, seq: int, round_no: int, ts: int, payload: Mapping[str, object]
-) -> TableEvent:
-    """An event as broadcast: the envelope first, then the payload (which starts with kind)."""
-    envelope = {"type": "event", "table": table, "seq": seq, "round": round_no, "ts": ts}
-    return cast(TableEvent, {**envelope, **payload})

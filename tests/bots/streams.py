@@ -31,10 +31,13 @@ class Stream:
         }
 
     def round(self, round_no: int, cards: str, stakes: list[int] | None = None) -> list[Message]:
-        """round_opened, bet_placed per stake, betting_closed, the cards, result, settled."""
+        """round_opened, bet_totals (with stakes), betting_closed, the cards, result, settled."""
         events = [self.event(round_no, "round_opened", closes_at=1, shoe=1, last_hand=False)]
-        for amount in stakes or []:
-            events.append(self.event(round_no, "bet_placed", player="p", spot="tie", amount=amount))
+        if stakes:
+            totals = {"tie": sum(stakes)}
+            events.append(
+                self.event(round_no, "bet_totals", totals=totals, bettors=1, bets=len(stakes))
+            )
         events.append(self.event(round_no, "betting_closed"))
         events += self.deal(round_no, cards)
         staked = sum(stakes or [])

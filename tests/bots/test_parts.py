@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import random
+from pathlib import Path
 
 import jwt
 import pytest
 
+from server.auth import Identity, Role, verify_token
+from server.bots.bot import Bot, BotConfig, Shared, with_query
 from server.bots.stats import Histogram, RunStats, merge_reports
 from server.bots.strategy import Strategy, StrategyName, limits_from_rules
-from server.bots.tokens import mint_token, read_secret, with_query
 from server.core.bets import Spot
 from server.core.rules import PRESETS
 
 SECRET = "a-test-secret-of-at-least-32-bytes!"
+ROOT = Path(__file__).resolve().parents[2]
 LIMITS = limits_from_rules(PRESETS["classic8"].to_dict())
 
 
@@ -93,19 +98,26 @@ def test_report_has_the_promised_fields() -> None:
         assert set(report["latency_ms"][name]) >= {"p50", "p95", "p99", "max"}
 
 
-def test_tokens_are_hs256_with_the_claims(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """A minted token verifies with the secret and names player, name, role and expiry."""
-    token = mint_token(SECRET, "bot-x-1", "bot 1", "player", 60)
-    claims = jwt.decode(token, SECRET, algorithms=["HS256"])
-    assert claims["sub"] == "bot-x-1" and claims["name"] == "bot 1"
-    assert claims["role"] == "player" and claims["exp"] > 0
-    secret_file = tmp_path / "secret"
-    secret_file.write_text("from-file\n")
-    assert read_secret(None, str(secret_file)) == "from-file"
-    with pytest.raises(ValueError):
-        read_secret(None, str(tmp_path / "missing"))
-    url = with_query("ws://h:1/ws", token=token, role="spectator")
-    assert url.startswith("ws://h:1/ws?") and "role=spectator" in url
+def test_bots_tokens_are_the_servers(tmp_path: Path) -> None:
+    """Each bot's token is minted by server.auth (issue 16): the server's verify_token admits
+    it, as the bot's player or spectator, with every claim it requires (iat among them)."""
+    config = BotConfig(urls=("ws://h:1/ws",), secret=SECRET, run_id="r1")
+    shared = Shared(config, RunStats(), asyncio.Semaphore(1))
+    player, spectator = Bot(3, False, shared), Bot(4, True, shared)
+    assert player.token is not None and spectator.token is not None
+    assert verify_token(SECRET, player.token) == Identity("bot-r1-3", "bot 3", Role.PLAYER)
+    assert verify_token(SECRET, spectator.token).role is Role.SPECTATOR
+    claims = jwt.decode(player.token, SECRET, algorithms=["HS256"])
+    assert set(claims) == {"sub", "name", "role", "iat", "exp"}
+    url = with_query(player._connect_url(), role="spectator")
+    assert url.startswith("ws://h:1/ws?") and "role=spectator" in url and "token=" in url
+
+
+def test_the_bots_mint_no_tokens_of_their_own() -> None:
+    """One place makes tokens: server/auth.py (the bots' twin is gone)."""
+    assert importlib.util.find_spec("server.bots.tokens") is None
+    sources = (ROOT / "server" / "bots").glob("*.py")
+    assert not [path.name for path in sources if "jwt" in path.read_text()]
 
 
 def test_procs_share_the_bots_without_overlap() -> None:
@@ -119,3 +131,20 @@ def test_procs_share_the_bots_without_overlap() -> None:
             sum(count for _, count in shares[:i]) for i in range(parts)
         ]
         assert max(c for _, c in shares) - min(c for _, c in shares) <= 1
+
+
+def test_connect_failures_are_said_in_a_few_words() -> None:
+    """A refused TCP connect is "connection refused" even when asyncio joins the errors of
+    every address it tried; a timeout says how long it waited."""
+    from server.bots.bot import connect_failure_reason
+
+    joined = OSError(
+        "Multiple exceptions: [Errno 111] Connect call failed ('::1', 1, 0, 0), "
+        "[Errno 111] Connect call failed ('127.0.0.1', 1)"
+    )
+    assert connect_failure_reason(joined, 5) == "connection refused"
+    assert connect_failure_reason(ConnectionRefusedError(111, "x"), 5) == "connection refused"
+    assert connect_failure_reason(TimeoutError(), 2.5) == "no handshake within 2.5 s"
+    assert connect_failure_reason(OSError(-2, "Name or service not known"), 5) == (
+        "Name or service not known"
+    )

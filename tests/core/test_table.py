@@ -13,7 +13,7 @@ from server.core.bets import Bet, Outcome, Payout, Spot
 from server.core.cards import Card, Suit
 from server.core.coup import resolve_coup
 from server.core.errors import BetRejected, RejectCode
-from server.core.events import Payload
+from server.core.events import EventPayload as Payload
 from server.core.rules import TableRules, rules_preset
 from server.core.table import (
     Phase,

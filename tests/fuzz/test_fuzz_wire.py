@@ -8,8 +8,9 @@ from dataclasses import fields
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from server.wire import shapes
 from server.wire.codec import Encoding, Undecodable, decode, encode
-from server.wire.messages import ErrorCode, ErrorReply, echo_ref, error_message, parse_command
+from server.wire.messages import ErrorCode, ErrorReply, echo_ref, parse_command
 from tests.fuzz import EXAMPLES
 from tests.fuzz.strategies import FrameSpec, frame_specs, frames_of
 
@@ -39,7 +40,7 @@ def test_any_frame_decodes_parses_and_answers_cleanly(spec: FrameSpec, round_no:
     try:
         command = parse_command(message)
     except ErrorReply as error:
-        answer = error_message(error.code, error.message, ref)
+        answer = shapes.error(error.code, error.message, ref)
     else:
         values = (getattr(command, f.name) for f in fields(command))  # no deep copy: junk
         echoed = [value for value in values if isinstance(value, str)]  # ids

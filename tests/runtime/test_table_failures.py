@@ -16,7 +16,7 @@ import structlog.testing
 from server.core.bets import Bet
 from server.core.errors import BetRejected, RejectCode
 from server.core.table import Phase, TableState
-from server.runtime import table_loop
+from server.runtime import slices, table_loop
 from server.runtime.clock import ManualClock
 from server.runtime.table_loop import STEP_ATTEMPTS, TableLoop, Timings
 from server.store.base import Event, StateUnreadable, Store
@@ -258,3 +258,68 @@ async def test_a_round_wedged_while_betting_is_closed_before_its_refunds(
     kinds = [e["kind"] for e in await _events(any_store) if e["round"] == 1]
     assert kinds[-2:] == ["betting_closed", "round_voided"]
     await _assert_round_one_refunded_once(any_store)
+
+
+async def test_an_owner_lost_halfway_through_settling_leaves_each_bet_credited_once(
+    any_store: Store, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round is credited in slices of whole players (one player a slice here); the owner
+    dies right after its first slice, holding the lease. The next owner settles the round from
+    the same stored state and bets: the player already paid is not paid again, the others are
+    paid once, and the round ends once, with every bet in its event."""
+    monkeypatch.setattr(slices, "SLICE", 1)
+    await _dealing_with_bets(any_store)
+    stakes = STAKES
+    first = _loop(any_store, clock, "first")
+    died = asyncio.Event()
+    commit = any_store.commit
+
+    async def dies_after_its_first_slice(
+        table_id: str,
+        fence: int,
+        expected: int,
+        state: TableState,
+        events: list[Any],
+        payouts: Any = None,
+        summary: Any = None,
+    ) -> list[Event]:
+        stored = await commit(table_id, fence, expected, state, events, payouts, summary)
+        if fence == first.token and payouts and not events:
+            died.set()
+            await asyncio.Event().wait()  # hung for good: the loop is killed in here
+        return stored
+
+    monkeypatch.setattr(any_store, "commit", dies_after_its_first_slice)
+    task = asyncio.create_task(first.run())
+    async with asyncio.timeout(10):
+        while not died.is_set():
+            await clock.advance(0.25)
+    token = first.token
+    assert token is not None
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    [paid_first] = [p for p in BALANCES if await any_store.settlement(TABLE, 1, p) is not None]
+    balance_paid_first = await any_store.balance(paid_first)
+    # Its lease lapses (released here: on Redis it would take lease_ttl of real time).
+    await any_store.release_lease(TABLE, "first", token)
+    async with _running(_loop(any_store, clock, "second")):
+        await _advance_until(clock, any_store, lambda h: h.round == 1 and h.phase is Phase.SETTLED)
+    assert await any_store.balance(paid_first) == balance_paid_first
+    events = await _events(any_store)
+    [settled] = [e for e in events if e["kind"] == "round_settled"]
+    assert (settled["round"], settled["bets"]) == (1, len(stakes))
+    assert settled["staked"] == sum(amount for *_, amount in stakes)
+    for player, balance in BALANCES.items():
+        settlement = await any_store.settlement(TABLE, 1, player)
+        assert settlement is not None
+        mine = [s for s in stakes if s[0] == player]
+        assert [p["bet_id"] for p in settlement.payouts] == [bet_id for _, bet_id, *_ in mine]
+        staked = sum(amount for *_, amount in mine)
+        credit = sum(p["credit"] for p in settlement.payouts)
+        assert await any_store.balance(player) == balance - staked + credit == settlement.balance
+        [record] = await any_store.history(player)  # recorded once
+        assert record["round"] == 1 and record["payouts"] == settlement.payouts
+    ledger = await any_store.ledger()
+    assert ledger.balanced and ledger.in_play == 0
+    assert ledger.house == settled["staked"] - settled["paid"]

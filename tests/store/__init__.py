@@ -22,11 +22,23 @@ from server.core.table import (
     settle_round,
     void_round,
 )
-from server.store.base import BetReceipt, Event, Store
+from server.store.base import BetReceipt, Event, Settlement, Store
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
+from server.wire import shapes
 
-__all__ = ["RULES", "TABLE", "ManualClock", "Owner", "bet", "read_blob", "take", "write_blob"]
+__all__ = [
+    "RULES",
+    "TABLE",
+    "ManualClock",
+    "Owner",
+    "accepted_message",
+    "bet",
+    "read_blob",
+    "settlement_message",
+    "take",
+    "write_blob",
+]
 
 TABLE = "t1"
 # Small limits so every limit case is reachable; the pair spots are not offered at all.
@@ -170,3 +182,15 @@ async def read_blob(store: Store, table_id: str) -> bytes:
     blob = await store._redis.hget(f"{store.key_prefix}:{{t:{table_id}}}:state", "blob")
     assert isinstance(blob, bytes)
     return blob
+
+
+def accepted_message(receipt: BetReceipt) -> shapes.BetAccepted:
+    """The bet_accepted answer a session sends for this receipt (server/transport/protocol.py)."""
+    r = receipt
+    return shapes.bet_accepted(r.table, r.round, r.bet_id, r.spot, r.amount, r.balance)
+
+
+def settlement_message(settlement: Settlement) -> shapes.Settlement:
+    """The settlement message a session sends for this record."""
+    s = settlement
+    return shapes.settlement(s.table, s.round, s.payouts, s.balance)

@@ -14,7 +14,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import pytest
 from redis.asyncio import Redis
 
-from server.store.base import DEFAULT_HISTORY_EVENTS, DEFAULT_HISTORY_ROUNDS, Store
+from server.store.base import (
+    DEFAULT_HISTORY_EVENTS,
+    DEFAULT_HISTORY_ROUNDS,
+    DEFAULT_MAX_BETS_PER_ROUND,
+    Store,
+)
 from server.store.memory import MemoryStore
 from server.store.redis import RedisStore
 from server.store.wallet import DEFAULT_RECALL_ROUNDS
@@ -49,10 +54,13 @@ async def make_store(
         history_events: int = DEFAULT_HISTORY_EVENTS,
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
+        max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
     ) -> Store:
         store: Store
         if engine == "memory":
-            store = MemoryStore(clock, history_events, history_rounds, recall_rounds)
+            store = MemoryStore(
+                clock, history_events, history_rounds, recall_rounds, max_bets_per_round
+            )
         else:
             prefixes.append(f"test-{uuid.uuid4().hex[:12]}")
             store = RedisStore.from_url(
@@ -60,6 +68,7 @@ async def make_store(
                 history_events=history_events,
                 history_rounds=history_rounds,
                 recall_rounds=recall_rounds,
+                max_bets_per_round=max_bets_per_round,
                 key_prefix=prefixes[-1],
             )
         made.append(store)

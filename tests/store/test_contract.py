@@ -10,12 +10,23 @@ import pytest
 
 from server.core.bets import BetTotals, Spot
 from server.core.errors import BetRejected, RejectCode
+from server.core.recall import round_summary
 from server.core.rules import PRESETS
 from server.core.table import Phase, TableState, close_betting, settle_round
 from server.store.base import StaleWrite, StateUnreadable, Store
 from server.store.codec import STATE_FORMAT, packb, state_to_bytes, unpackb
 from server.wire import shapes
-from tests.store import RULES, TABLE, Owner, bet, read_blob, take, write_blob
+from tests.store import (
+    RULES,
+    TABLE,
+    Owner,
+    accepted_message,
+    bet,
+    read_blob,
+    settlement_message,
+    take,
+    write_blob,
+)
 from tests.store.conftest import Advance, StoreFactory
 
 
@@ -97,7 +108,7 @@ async def test_place_bet_debits_and_returns_receipt(table: Store) -> None:
     """An accepted bet debits the balance and answers with a receipt."""
     await (await Owner(table).start()).open()
     receipt = await bet(table, "alice", 300, "banker", bet_id="b1")
-    assert receipt.to_message() == {
+    assert accepted_message(receipt) == {
         "type": "bet_accepted",
         "table": TABLE,
         "round": 1,
@@ -224,6 +235,42 @@ async def test_checks_run_in_the_core_order(table: Store) -> None:
     assert await rejected(table, "alice", -1, "dragon") == RejectCode.UNKNOWN_SPOT
     assert await rejected(table, "alice", -1, "player_pair") == RejectCode.BAD_AMOUNT
     assert await rejected(table, "alice", 20_000, "tie") == RejectCode.LIMIT
+
+
+async def test_a_players_bets_in_one_round_stop_at_max_bets_per_round(
+    make_store: StoreFactory,
+) -> None:
+    """Issue 16, item 4: past max_bets_per_round accepted bets of a player in one round, the
+    next is TOO_MANY_BETS (after the window and spot checks, before the amount and balance),
+    debiting nothing; a retry of a placed bet_id still gets its receipt; other players and
+    the next round are not affected. Bets sent together (one Redis batch) count one by one."""
+    store = await make_store(max_bets_per_round=3)
+    await store.create_table(TABLE, RULES)
+    await store.ensure_player("alice", 10_000)
+    await store.ensure_player("bob", 10_000)
+    owner = await Owner(store).start()
+    await owner.open()
+    spots = ("player", "player", "banker", "banker")
+    sent = [bet(store, "alice", 100, spot, bet_id=f"a{i}") for i, spot in enumerate(spots)]
+    results = await asyncio.gather(*sent, return_exceptions=True)  # together
+    assert [r.bet_id for r in results[:3]] == ["a0", "a1", "a2"]  # type: ignore[union-attr]
+    refused = results[3]
+    assert isinstance(refused, BetRejected) and refused.code is RejectCode.TOO_MANY_BETS
+    assert refused.message == "at most 3 bets per player in one round"
+    assert await rejected(store, "alice", 100, "dragon") == RejectCode.UNKNOWN_SPOT
+    assert await rejected(store, "alice", 100, "player", round_no=7) == RejectCode.WRONG_ROUND
+    assert await rejected(store, "alice", 10**9, "tie") == RejectCode.TOO_MANY_BETS
+    assert await rejected(store, "alice", -1, "tie") == RejectCode.TOO_MANY_BETS
+    assert await bet(store, "alice", 100, "player", bet_id="a0") == results[0]  # a retry
+    assert await store.balance("alice") == 9_700
+    assert len(await store.round_bets(TABLE, 1)) == 3
+    assert (await bet(store, "bob", 100, bet_id="b0")).balance == 9_900
+    await owner.close()
+    await owner.deal()
+    await owner.settle()
+    await owner.open()
+    assert (await bet(store, "alice", 100, round_no=2, bet_id="next")).round == 2
+    assert (await store.ledger()).balanced
 
 
 async def test_rejected_bet_changes_nothing(table: Store) -> None:
@@ -436,7 +483,7 @@ async def test_settlement_per_player(table: Store) -> None:
         expected = start - sum(p.amount for p in mine) + sum(p.credit for p in mine)
         settlement = await table.settlement(TABLE, 1, player)
         assert settlement is not None
-        assert settlement.to_message() == {
+        assert settlement_message(settlement) == {
             "type": "settlement",
             "table": TABLE,
             "round": 1,
@@ -476,6 +523,54 @@ async def test_settlement_credits_exactly_once(table: Store) -> None:
     assert await table.balance("alice") == balance
     assert await table.ledger() == ledger
     assert await table.last_seq(TABLE) == seq
+
+
+async def test_a_round_settled_in_slices_credits_each_player_once(table: Store) -> None:
+    """A round is settled in slices of whole players, each a commit of the unchanged state;
+    a player already settled in the round is not credited again, whether a slice is repeated
+    (a retry, a new owner redoing its predecessor's slices) or the round's last commit names
+    it too. Each slice's notice names only the players it credited."""
+    owner = await Owner(table).start()
+    await owner.open()
+    await bet(table, "alice", 500, "banker")
+    await bet(table, "alice", 100, "tie")
+    await bet(table, "bob", 300, "player")
+    await owner.close()
+    await owner.deal()
+    dealing = owner.state
+    transition, payouts = settle_round(dealing, RULES, await table.round_bets(TABLE, 1))
+    summary = round_summary(transition.state)
+    alices = [p for p in payouts if p.player == "alice"]
+    async with table.settled_notices() as notices:
+        for _ in range(2):  # the same slice twice: the second credits nobody
+            events = await table.commit(
+                TABLE, owner.fence, dealing.version, dealing, [], alices, summary
+            )
+            assert events == []
+        after_slice = await table.balance("alice")
+        assert after_slice == 10_000 - 600 + sum(p.credit for p in alices)
+        # The round's end names every payout again: only bob is credited now.
+        await table.commit(
+            TABLE,
+            owner.fence,
+            dealing.version,
+            transition.state,
+            transition.events,
+            payouts,
+            summary,
+        )
+        heard = await take(notices, 2)  # type: ignore[arg-type] # notices, not events
+    assert [n.players for n in heard] == [("alice",), ("bob",)]
+    assert await table.balance("alice") == after_slice
+    assert await table.balance("bob") == 5_000 - 300 + sum(
+        p.credit for p in payouts if p.player == "bob"
+    )
+    for player in ("alice", "bob"):
+        [record] = await table.history(player)  # one game-recall record each
+        assert record["round"] == 1
+    ledger = await table.ledger()
+    assert ledger.balanced and ledger.in_play == 0
+    assert ledger.house == sum(p.amount - p.credit for p in payouts)
 
 
 async def test_void_refunds_every_stake(table: Store) -> None:

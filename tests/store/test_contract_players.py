@@ -14,9 +14,11 @@ import pytest
 from server.store.base import Store
 from server.store.wallet import (
     IDEMPOTENCY_KEYS_KEPT,
+    LEDGER_LIMIT,
     MONEY_LIMIT,
     MOVEMENTS_KEPT,
     InsufficientFunds,
+    LedgerLimit,
     Movement,
 )
 from tests.store import TABLE, Owner, bet
@@ -82,6 +84,29 @@ async def test_ensure_player_refreshes_a_guest(store: Store, advance: Advance) -
     assert await store.expire_guests(now_ms=first_due) == 0
     assert await store.balance("g") == 1_000
     assert await expire_later(store, TTL) == 1
+
+
+async def test_keep_guests_is_a_sighting_that_never_creates(store: Store, advance: Advance) -> None:
+    """keep_guests (a node keeping its connected guests, issue 16 item 3) pushes each guest's
+    expiry back by its TTL from now; a player that is no guest, unknown, or already expired
+    is left as it is: nobody is created, and nothing is issued."""
+    await store.ensure_player("g", 1_000, guest_ttl_ms=TTL)
+    await store.ensure_player("p", 1_000)
+    first_due = await store.now_ms() + TTL
+    await advance(20)
+    await store.keep_guests(["g", "p", "nobody"])
+    await store.keep_guests([])
+    assert await store.expire_guests(now_ms=first_due) == 0
+    assert await store.balance("g") == 1_000
+    assert await store.balance("nobody") is None
+    assert await expire_later(store, TTL) == 1
+    await store.keep_guests(["g"])  # expired: not brought back
+    assert await store.balance("g") is None
+    assert await expire_later(store, FAR) == 0  # p was never a guest
+    assert await store.balance("p") == 1_000
+    ledger = await store.ledger()
+    assert (ledger.issued, ledger.expired) == (2_000, 1_000)
+    await balanced(store)
 
 
 async def test_a_new_ttl_replaces_a_guests_ttl(store: Store) -> None:
@@ -280,6 +305,47 @@ async def test_bad_keys_and_balances_past_the_limit_are_refused(store: Store) ->
     top = await store.move_money("alice", MONEY_LIMIT - 1_001, "k-1")  # just below: fine
     assert top.balance == MONEY_LIMIT - 1
     assert await store.balance("alice") == MONEY_LIMIT - 1
+    await balanced(store)
+
+
+async def test_operator_movements_stop_before_a_ledger_counter_overflows(store: Store) -> None:
+    """Issue 16, item 2: 1,024 credit/debit pairs of 2**53-1 take operator_in and operator_out
+    to 2**63-1024; the 1,025th credit would take operator_in past 2**63-1, so both engines
+    refuse it with LedgerLimit (nothing moves, no movement recorded), its debit is then short
+    of funds, a credit that still fits goes through, and the ledger stays balanced."""
+    top = MONEY_LIMIT - 1
+    for i in range(1024):
+        assert (await store.move_money("whale", top, f"in-{i}")).balance == top
+        assert (await store.move_money("whale", -top, f"out-{i}")).balance == 0
+    with pytest.raises(LedgerLimit) as full:
+        await store.move_money("whale", top, "in-1024")
+    assert full.value.counter == "operator_in"
+    assert str(full.value) == "the ledger's operator_in would pass 2**63 - 1; nothing moved"
+    with pytest.raises(InsufficientFunds):
+        await store.move_money("whale", -top, "out-1024")
+    ledger = await store.ledger()
+    assert ledger.operator_in == ledger.operator_out == 1024 * top
+    assert (await store.movements("whale", 1))[0].idempotency_key == "out-1023"
+    assert await store.balance("whale") == 0
+    await balanced(store)
+    room = LEDGER_LIMIT - 1024 * top  # 1023
+    assert (await store.move_money("whale", room, "in-last")).balance == room
+    with pytest.raises(LedgerLimit):
+        await store.move_money("whale", 1, "in-one-more")
+    assert (await store.ledger()).operator_in == LEDGER_LIMIT
+    await balanced(store)
+
+
+async def test_a_new_player_that_would_overflow_the_ledger_is_refused(store: Store) -> None:
+    """ensure_player refuses (LedgerLimit, nothing created) a new player whose balance would
+    take the ledger's issued past 2**63-1."""
+    await store.ensure_player("a", 2**62)
+    with pytest.raises(LedgerLimit) as full:
+        await store.ensure_player("b", 2**62)
+    assert full.value.counter == "issued"
+    assert await store.balance("b") is None
+    assert await store.ensure_player("b", 2**62 - 1) == 2**62 - 1
+    assert (await store.ledger()).issued == LEDGER_LIMIT
     await balanced(store)
 
 

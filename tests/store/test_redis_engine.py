@@ -13,7 +13,7 @@ from redis.crc import key_slot
 from server.core.bets import Spot, SpotLimit, TableLimits
 from server.core.errors import BetRejected, RejectCode
 from server.core.rules import TableRules
-from server.store.base import BetReceipt, Store, StoreUnavailable
+from server.store.base import BetReceipt, Store, StoreDataError, StoreUnavailable
 from server.store.codec import unpackb
 from server.store.redis import RedisStore
 from tests.redis_server import RedisProcess
@@ -115,6 +115,39 @@ async def test_close_racing_a_burst_of_bets_accepts_none_after_it(table: Store) 
     assert ledger.in_play == sum(r.amount for r in accepted) == 100 * len(accepted)
     assert ledger.balanced
     assert await table.last_seq(TABLE) == len(await table.events_after(TABLE, 0) or [])
+
+
+async def test_a_cancel_redis_py_loses_in_a_write_still_ends_the_call(
+    table: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16, item 21: redis-py sends each command in asyncio.wait_for, which on Python
+    3.11 returns the result and drops a cancel that arrives as the write completes. The hub's
+    follower, cancelled so, blocked in XREAD again and again, and the node's stop (hub.close
+    awaits it) never ended. The store now ends the call with the cancel it was given."""
+    from redis.asyncio.connection import Connection
+
+    send = Connection._send_packed_command
+    victims: list[asyncio.Task[None]] = []
+
+    async def cancel_as_the_write_completes(self: Connection, command: Any) -> None:
+        await send(self, command)
+        if victims and any(b"XREAD" in bytes(chunk) for chunk in command):
+            victims.pop().cancel()
+
+    monkeypatch.setattr(Connection, "_send_packed_command", cancel_as_the_write_completes)
+
+    async def follow() -> None:
+        async for _ in table.follow(TABLE, await table.last_seq(TABLE)):
+            pass
+
+    follower = asyncio.create_task(follow())
+    victims.append(follower)
+    try:  # not awaited directly: a timeout of this test would cancel it once more
+        await asyncio.wait({follower}, timeout=10)
+        assert not victims and follower.done(), "the lost cancel left it in XREAD for ever"
+        assert follower.cancelled()
+    finally:
+        follower.cancel()
 
 
 async def test_scripts_survive_a_script_cache_flush(table: Store, raw: Redis) -> None:
@@ -221,29 +254,180 @@ async def test_a_batch_whose_stakes_pass_2_53_keeps_exact_sums(redis_url: str) -
         await store.close()
 
 
-async def test_a_batch_failing_midway_keeps_the_bets_placed_before_whole(
+async def test_a_damaged_key_fails_only_its_bet_and_leaves_nothing_behind(
     table: Store, raw: Redis
 ) -> None:
-    """A call failing inside the batch script (here a balance key of the wrong type) ends it
-    with an error for every caller, but the bets placed before it are in the round's list,
-    the ledger and the totals, and a retry of their bet_id gets their receipt."""
+    """Issue 16, item 1: with one player's in_play key of the wrong type, a batch of 10 bets
+    whose 10th is that player's places the 9 others (each answered with its receipt) and
+    refuses that one with StoreDataError having written nothing: no debit, no bet, no stake.
+    A retry of its bet_id is refused the same way and debits nothing; once the key is mended
+    it is placed once, and every retry after that gets the first receipt."""
     assert isinstance(table, RedisStore)
-    await table.ensure_player("carol", 1_000)  # alice and bob are the fixture's
+    players = [f"p{i}" for i in range(10)]
+    for player in players:
+        await table.ensure_player(player, 1_000)
     await (await Owner(table).start()).open()
-    await raw.delete(table._player_key("bob", "balance"))
-    await raw.hset(table._player_key("bob", "balance"), "not", "a number")
-    results = await asyncio.gather(
-        bet(table, "alice", 100, bet_id="a1"),
-        bet(table, "bob", 100, bet_id="b1"),
-        bet(table, "carol", 100, bet_id="c1"),
-        return_exceptions=True,
-    )
-    assert all(isinstance(r, Exception) for r in results), results
-    assert [(b.player, b.amount) for b in await table.round_bets(TABLE, 1)] == [("alice", 100)]
-    assert (await table.bet_totals(TABLE, 1)).totals == {"player": 100}
+    in_play = table._player_key("p9", "in_play")
+    await raw.hset(in_play, "not", "a number")
+    calls = [bet(table, player, 100, bet_id=f"b-{player}") for player in players]
+    results = await asyncio.gather(*calls, return_exceptions=True)  # one batch
+    assert [r.balance for r in results[:9]] == [900] * 9  # type: ignore[union-attr]
+    assert isinstance(results[9], StoreDataError), results[9]
+    for _ in range(2):  # the retry of the refused bet moves nothing either
+        with pytest.raises(StoreDataError):
+            await bet(table, "p9", 100, bet_id="b-p9")
+    assert await table.balance("p9") == 1_000
+    assert [b.player for b in await table.round_bets(TABLE, 1)] == players[:9]
+    assert (await table.bet_totals(TABLE, 1)).totals == {"player": 900}
+    assert await raw.hgetall(in_play) == {b"not": b"a number"}
     assert (await table.ledger()).balanced
-    assert (await bet(table, "alice", 100, bet_id="a1")).balance == 9_900  # its first receipt
-    assert (await bet(table, "carol", 100, bet_id="c1")).balance == 900  # placed only now
+    assert await bet(table, "p0", 100, bet_id="b-p0") == results[0]  # its first receipt
+    await raw.delete(in_play)  # mended: the bet goes through, once
+    placed = await bet(table, "p9", 100, bet_id="b-p9")
+    assert placed.balance == 900 and await bet(table, "p9", 100, bet_id="b-p9") == placed
+    assert await table.balance("p9") == 900 and int(await raw.get(in_play)) == 100
+    assert (await table.ledger()).balanced
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "balance_hash",
+        "balance_text",
+        "in_play_text",
+        "in_play_top",
+        "stake_text",
+        "totals_text",
+        "ledger_text",
+        "mine_hash",
+    ],
+)
+async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
+    table: Store, raw: Redis, damage: str
+) -> None:
+    """Whatever value a bet would write to is checked first: the bet is refused with
+    StoreDataError and Redis holds exactly what it held before."""
+    assert isinstance(table, RedisStore)
+    await (await Owner(table).start()).open()
+    await bet(table, "alice", 100, bet_id="first")  # so the round's keys exist
+    prefix = f"{table.key_prefix}:{{t:{TABLE}}}:"
+    ledger = f"{table.key_prefix}:ledger"
+    if damage == "balance_hash":
+        await raw.delete(table._player_key("bob", "balance"))
+        await raw.hset(table._player_key("bob", "balance"), "not", "a number")
+    elif damage == "balance_text":
+        await raw.set(table._player_key("bob", "balance"), "5000.5")
+    elif damage == "in_play_text":
+        await raw.set(table._player_key("bob", "in_play"), "12abc")
+    elif damage == "in_play_top":
+        await raw.set(table._player_key("bob", "in_play"), str(2**63 - 1))
+    elif damage == "stake_text":
+        await raw.hset(prefix + "stakes:1", "player:bob", "lots")
+    elif damage == "totals_text":
+        await raw.hset(prefix + "totals:1", "player", "x")
+    elif damage == "ledger_text":
+        await raw.hset(ledger, "in_play", str(2**63 - 50))  # the next 100 would overflow it
+    else:
+        await raw.hset(prefix + "mine:1:bob", "not", "a list")
+    before = {key: await raw.dump(key) async for key in raw.scan_iter(f"{table.key_prefix}:*")}
+    with pytest.raises(StoreDataError):
+        await bet(table, "bob", 100, bet_id="b1")
+    after = {key: await raw.dump(key) async for key in raw.scan_iter(f"{table.key_prefix}:*")}
+    assert after == before
+
+
+async def _dumps(raw: Redis, store: RedisStore) -> dict[bytes, bytes | None]:
+    """Every key of the store, serialized: equal dumps mean nothing was written."""
+    return {key: await raw.dump(key) async for key in raw.scan_iter(f"{store.key_prefix}:*")}
+
+
+@pytest.mark.parametrize("damage", ["history", "in_play", "house", "stream"])
+async def test_a_commit_that_cannot_write_a_value_writes_nothing(
+    table: Store, raw: Redis, damage: str
+) -> None:
+    """Settling with one value the commit would write damaged (a paid player's history or
+    in_play of the wrong type, the ledger's house one payout from 2**63, a stream already past
+    the next seq) raises StoreDataError and leaves Redis exactly as it was: the state, the
+    balances, the ledger and the events. Once mended, the same settlement goes through."""
+    assert isinstance(table, RedisStore)
+    owner = await Owner(table).start()
+    await owner.open()
+    await bet(table, "alice", 1_000, "player")
+    await bet(table, "bob", 1_000, "banker")
+    await owner.close()
+    await owner.deal()
+    key = {
+        "history": table._player_key("bob", "history"),
+        "in_play": table._player_key("bob", "in_play"),
+        "house": f"{table.key_prefix}:ledger",
+        "stream": f"{table.key_prefix}:{{t:{TABLE}}}:stream",
+    }[damage]
+    saved = await raw.dump(key)
+    if damage == "house":
+        await raw.hset(key, "house", str(2**63 - 500))  # a lost bet's 1,000 would overflow
+        await raw.hset(key, "balances", str(-(2**63) + 500))  # a win's 1,000 would too
+    elif damage == "stream":
+        await raw.xadd(key, {"e": b"x"}, id="999999-0")
+    else:
+        await raw.delete(key)
+        await raw.hset(key, "not", "a list")
+    before = await _dumps(raw, table)
+    with pytest.raises(StoreDataError):
+        await owner.settle()
+    assert await _dumps(raw, table) == before
+    await raw.delete(key)
+    if saved is not None:
+        await raw.restore(key, 0, saved)
+    await owner.settle()
+    assert await table.settlement(TABLE, 1, "bob") is not None
+    assert (await table.ledger()).balanced
+
+
+@pytest.mark.parametrize("damage", ["movements", "moves", "balance", "ledger"])
+async def test_a_movement_that_cannot_write_a_value_moves_nothing(
+    store: Store, raw: Redis, damage: str
+) -> None:
+    """An operator credit with a key it would write damaged raises StoreDataError and leaves
+    Redis exactly as it was (before: the balance and the ledger moved, no movement kept)."""
+    assert isinstance(store, RedisStore)
+    await store.move_money("alice", 500, "k-0")
+    if damage == "ledger":
+        await raw.hset(f"{store.key_prefix}:ledger", "operator_in", "lots")
+    elif damage == "balance":
+        await raw.set(store._player_key("alice", "balance"), "500.0")
+    else:
+        await raw.delete(store._player_key("alice", damage))
+        await raw.set(store._player_key("alice", damage), "not a collection")
+    before = await _dumps(raw, store)
+    with pytest.raises(StoreDataError):
+        await store.move_money("alice", 100, "k-1")
+    assert await _dumps(raw, store) == before
+
+
+async def test_a_new_player_with_a_damaged_ledger_is_not_created(store: Store, raw: Redis) -> None:
+    """ensure_player refuses with StoreDataError, creating nothing, when the ledger's issued
+    is not an integer (before: the balance was set, the ledger failed)."""
+    assert isinstance(store, RedisStore)
+    await raw.hset(f"{store.key_prefix}:ledger", "issued", "x")
+    before = await _dumps(raw, store)
+    with pytest.raises(StoreDataError):
+        await store.ensure_player("new", 1_000, 60_000)
+    assert await _dumps(raw, store) == before
+
+
+async def test_a_sweep_skips_a_guest_it_cannot_remove_whole(store: Store, raw: Redis) -> None:
+    """A guest whose balance is not an integer is skipped, its keys untouched, and the sweep
+    removes the others (before: the script failed, leaving the guests before it removed and
+    stopping every later sweep there)."""
+    assert isinstance(store, RedisStore)
+    for name in ("g0", "g1", "g2"):
+        await store.ensure_player(name, 1_000, 60_000)
+    await raw.set(store._player_key("g1", "balance"), "1e3")
+    assert await store.expire_guests(now_ms=await store.now_ms() + 120_000) == 2
+    assert await raw.get(store._player_key("g1", "balance")) == b"1e3"
+    assert await store.balance("g0") is None and await store.balance("g2") is None
+    ledger = await store.ledger()
+    assert (ledger.issued, ledger.expired, ledger.balances) == (3_000, 2_000, 1_000)
 
 
 async def test_unreachable_redis_raises_store_unavailable(own_server: RedisProcess) -> None:

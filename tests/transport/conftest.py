@@ -148,6 +148,7 @@ async def make_node(request: pytest.FixtureRequest) -> AsyncIterator[NodeFactory
                     key_prefix=prefixes[-1],
                     history_events=settings.history_events,
                     history_rounds=settings.history_rounds,
+                    max_bets_per_round=settings.max_bets_per_round,
                 )
             return await stack.enter_async_context(Node(settings, store=store))
 

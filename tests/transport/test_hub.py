@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import structlog
 
+from server.core.recall import round_summary
+from server.core.table import settle_round
 from server.store.base import Event, Settlement, Snapshot, Store, StoreUnavailable
 from server.store.memory import MemoryStore
 from server.transport.hub import (
@@ -717,6 +719,48 @@ async def test_players_a_feed_serves_are_not_read_again_for_the_notice(
             await _wait(arrived)
     assert sorted(got) == [("dave", round_no), ("erin", round_no)]
     assert sorted(sorted(read) for read in store.reads) == [["dave"], ["erin"]]
+
+
+async def test_a_player_joined_when_a_slices_notice_came_gets_it_after_the_event(
+    clock: ManualClock, make_hub: Make
+) -> None:
+    """A big round is credited in slices, each with its notice, before the round's event.
+    Dave is joined to the table here when his slice's notice comes, so it is left to the
+    feed; he leaves the table before the event, and the feed still delivers his settlement
+    after it."""
+    store = CountingStore(clock)
+    await store.create_table(TABLE, RULES)
+    got: list[tuple[str, int]] = []
+    arrived = asyncio.Event()
+    hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
+    feed = await hub.feed(TABLE)
+    dave = FakeSub("dave")
+    hub.register(dave)
+    assert feed.subscribe_after(dave, feed.last_seq) is not None
+    await asyncio.wait_for(hub.notices_live.wait(), within())
+    heard = asyncio.Event()
+    on_settled = hub.on_settled
+
+    def hearing(notice: Any) -> None:
+        on_settled(notice)
+        heard.set()
+
+    hub.on_settled = hearing  # type: ignore[method-assign]
+    owner, round_no = await _round_with_bettors(store, ["dave", "erin"])
+    await owner.close()
+    await owner.deal()
+    dealing = owner.state
+    transition, payouts = settle_round(dealing, owner.rules, await store.round_bets(TABLE, 1))
+    summary = round_summary(transition.state)
+    daves = [p for p in payouts if p.player == "dave"]
+    await store.commit(TABLE, owner.fence, dealing.version, dealing, [], daves, summary)
+    await asyncio.wait_for(heard.wait(), within())
+    assert got == [] and store.reads == []  # left to the feed: dave is joined here
+    feed.unsubscribe(dave)
+    events = await owner.apply(transition, payouts)
+    hub.offer(TABLE, events)
+    await _wait(arrived)
+    assert got == [("dave", round_no)]
 
 
 class NoticesDownOnceStore(MemoryStore):

@@ -149,6 +149,36 @@ async def test_a_debit_beyond_the_balance_is_409_and_moves_nothing(
     await _balanced(node)
 
 
+async def test_credits_that_would_overflow_the_ledger_are_409_on_both_engines(
+    make_node: NodeFactory, engine: str
+) -> None:
+    """Issue 16, item 2: 1,025 credit/debit pairs of 2**53-1 over HTTP. The first 1,024 go
+    through; the 1,025th credit would take operator_in past 2**63-1: 409 ledger_limit with a
+    one-line reason, the balance untouched and no movement recorded (the same answer on both
+    engines), its debit is 409 insufficient_funds, and the ledger stays balanced."""
+    node = await make_node(engine=engine, secret=SECRET)
+    token = token_for(node)
+    top = 2**53 - 1
+    for i in range(1024):
+        credit = await call(node, "POST", CREDIT, _move(top, f"in-{i}"), token)
+        debit = await call(node, "POST", DEBIT, _move(top, f"out-{i}"), token)
+        assert (credit.status, debit.status) == (200, 200), (i, credit.body, debit.body)
+    refused = await call(node, "POST", CREDIT, _move(top, "in-1024"), token)
+    assert refused.status == 409
+    assert refused.json() == {
+        "error": "ledger_limit",
+        "message": "the ledger's operator_in would pass 2**63 - 1; nothing moved",
+        "counter": "operator_in",
+    }
+    short = await call(node, "POST", DEBIT, _move(top, "out-1024"), token)
+    assert short.status == 409 and short.json()["error"] == "insufficient_funds"
+    player = (await call(node, "GET", "/api/players/alice", token=token)).json()
+    assert player["balance"] == 0 and player["movements"][0]["idempotency_key"] == "out-1023"
+    ledger = await node.store.ledger()
+    assert ledger.operator_in == ledger.operator_out == 1024 * top
+    await _balanced(node)
+
+
 async def test_get_player_shows_balance_and_movements_newest_first(
     make_node: NodeFactory, engine: str
 ) -> None:

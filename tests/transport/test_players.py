@@ -296,6 +296,45 @@ async def test_a_guest_comes_back_with_its_token(
     assert other.welcome["player"] != welcome["player"]
 
 
+async def _store_clock_passes(node: Node, ms: int) -> None:
+    """Let `ms` pass by the store's clock (Redis's own TIME on that engine: it cannot signal)."""
+    target = await node.store.now_ms() + ms
+    async with asyncio.timeout(within() + ms / 1000):
+        while await node.store.now_ms() < target:  # noqa: ASYNC110 - a clock, not an event
+            await asyncio.sleep(0.02)
+
+
+async def test_a_guest_who_only_watches_is_kept_while_connected(
+    make_node: NodeFactory, dial: Dial, engine: str
+) -> None:
+    """Issue 16, item 3: a connected guest that sent nothing for longer than --guest-ttl was
+    swept (its balance to `expired`, its history gone; its next bet re-created the wallet).
+    A live connection keeps its guest whatever it sends; the TTL runs from its last close."""
+    ttl_ms = 1_000
+    node = await make_node(engine, guest_ttl=ttl_ms // 1000)
+    store = node.store
+    guest = await dial(node)
+    player = guest.welcome["player"]
+    await guest.join()
+    accepted = await _bet_next_round(guest, "w-1")
+    balance = (await _settlement(guest, accepted["round"]))["balance"]
+    await _store_clock_passes(node, 2 * ttl_ms)  # not a frame sent meanwhile
+    assert await store.expire_guests() == 0
+    assert await store.balance(player) == balance
+    assert [r["round"] for r in await store.history(player)] == [accepted["round"]]
+    closing = await store.now_ms()
+    await guest.ws.close()
+    async with asyncio.timeout(within()):
+        while node.ctx.sessions:  # noqa: ASYNC110 - until the node has seen the close
+            await asyncio.sleep(0.01)
+    assert not node.ctx.guests
+    assert await store.expire_guests(now_ms=closing + ttl_ms - 1) == 0  # kept a TTL from there
+    assert await store.balance(player) == balance
+    assert await store.expire_guests(now_ms=await store.now_ms() + ttl_ms) == 1
+    assert await store.balance(player) is None and await store.history(player) == []
+    assert (await store.ledger()).balanced
+
+
 @pytest.mark.redis
 async def test_a_thousand_guest_visits_leave_redis_no_bigger(
     make_node: NodeFactory, dial: Dial, redis_url: str

@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args, get_type_hints
 
 import pytest
 
+from server.core import events
 from server.core.bets import Bet, BetTotals, Outcome, Payout, Spot
 from server.core.cards import parse_card
 from server.core.events import EventKind
@@ -27,9 +28,8 @@ from server.core.table import (
     settle_round,
     void_round,
 )
-from server.store.base import BetReceipt, Settlement
 from server.wire import shapes
-from server.wire.messages import error_message
+from server.wire.envelope import stamp
 from server.wire.shape_check import message_problems, payload_problems, shape_problems
 from tests.wire.today import problems_today
 
@@ -128,22 +128,34 @@ def test_piece_constructors() -> None:
     assert list(shapes.payout_view(payout).items()) == list(payout.to_dict().items())
 
 
-def test_bet_accepted_and_settlement_match_the_store_records() -> None:
-    """bet_accepted and settlement equal BetReceipt/Settlement.to_message(), in key order."""
-    receipt = BetReceipt("t1", 2, "b-1", "banker", 1000, 999_000)
+def test_bet_accepted_and_settlement_keys_in_order() -> None:
+    """bet_accepted and settlement (the answers to a bet and to its round), in key order."""
     built = shapes.bet_accepted("t1", 2, "b-1", "banker", 1000, 999_000)
-    assert list(built.items()) == list(receipt.to_message().items())
+    assert list(built.items()) == [
+        ("type", "bet_accepted"),
+        ("table", "t1"),
+        ("round", 2),
+        ("bet_id", "b-1"),
+        ("spot", "banker"),
+        ("amount", 1000),
+        ("balance", 999_000),
+    ]
     payouts = [shapes.payout_view(Payout("b-1", "a", Spot.TIE, 100, Outcome.LOSE, 0))]
-    record = Settlement("t1", 2, [dict(p) for p in payouts], 5)
-    assert list(shapes.settlement("t1", 2, payouts, 5).items()) == list(record.to_message().items())
+    assert list(shapes.settlement("t1", 2, payouts, 5).items()) == [
+        ("type", "settlement"),
+        ("table", "t1"),
+        ("round", 2),
+        ("payouts", payouts),
+        ("balance", 5),
+    ]
 
 
 @pytest.mark.parametrize("ref", [None, "r1", 7])
-def test_error_matches_error_message(ref: str | int | None) -> None:
-    """error() is wire.messages.error_message(): ref only when there is one."""
-    assert list(shapes.error("BAD_FIELD", "m", ref).items()) == list(
-        error_message("BAD_FIELD", "m", ref).items()
-    )
+def test_error_carries_ref_only_when_there_is_one(ref: str | int | None) -> None:
+    """error(): type, code, message, then ref only when there is one."""
+    expected = [("type", "error"), ("code", "BAD_FIELD"), ("message", "m")]
+    expected += [("ref", ref)] if ref is not None else []
+    assert list(shapes.error("BAD_FIELD", "m", ref).items()) == expected
 
 
 def test_small_message_constructors() -> None:
@@ -267,7 +279,7 @@ def test_history_round_constructor() -> None:
 
 def test_bet_totals_payload_keeps_only_spots_with_money() -> None:
     """bet_totals drops empty spots and fits its shape."""
-    payload = shapes.bet_totals({"player": 300, "tie": 0, "banker": 100}, bettors=2, bets=3)
+    payload = events.bet_totals(totals={"player": 300, "tie": 0, "banker": 100}, bettors=2, bets=3)
     assert payload == {
         "kind": "bet_totals",
         "totals": {"player": 300, "banker": 100},
@@ -275,7 +287,7 @@ def test_bet_totals_payload_keeps_only_spots_with_money() -> None:
         "bets": 3,
     }
     assert payload_problems(payload) == []
-    event = shapes.stamp_event("t1", 4, 1, 99, payload)
+    event = stamp("t1", 4, 1, 99, payload)
     assert list(event) == [
         "type",
         "table",

@@ -8,14 +8,24 @@
 -- table's owner publishes the totals (bet_totals), so nobody sees who bet what.
 -- KEYS: 1 state, 2 rounds, 3 ledger, 4 guests, 5 guest_ttl; then for bet i (from 0):
 --       6 + 2i the player's balance, 7 + 2i the player's in_play.
--- ARGV: 1 id, 2 prefix, 3 keep_rounds; then for bet i, from 4 + 5i: player, bet_id,
---       round ('' if not a whole number), spot ('' if unknown), amount ('' unless a positive int).
+-- ARGV: 1 id, 2 prefix, 3 keep_rounds, 4 bets a player may place in one round; then for bet
+--       i, from 5 + 5i: player, bet_id, round ('' if not a whole number), spot ('' if
+--       unknown), amount ('' unless a positive int).
 -- Replies: one per bet, in order: {'OK', receipt} or a refusal with the values the caller
--- needs to explain it.
+-- needs to explain it; {'BROKEN', reason} for a bet that a stored value kept from being
+-- placed (a key of the wrong type, a value that is not an integer, a sum past 64 bits):
+-- nothing of that bet was written, and the other bets of the batch go on.
 local prefix = ARGV[2]
-local st = redis.call('HMGET', KEYS[1], 'phase', 'round', 'closes_at_ms')
+local max_bets = tonumber(ARGV[4])
+local broken = false -- why no bet of this batch can be placed, if one of the table's keys is bad
+local st = {}
+if typed({KEYS[1], 'hash'}) then
+  st = redis.call('HMGET', KEYS[1], 'phase', 'round', 'closes_at_ms')
+else
+  broken = 'the table state key is not a hash'
+end
 local ts = now_ms()
-local open = st[1] == 'betting' and ts < tonumber(st[3])
+local open = st[1] == 'betting' and ts < (tonumber(st[3]) or 0)
 local round = st[2] or '' -- none if the table is unknown
 local stakes = prefix .. 'stakes:' .. round
 local totals = prefix .. 'totals:' .. round
@@ -26,6 +36,36 @@ local archived = false
 -- reach 2^53, past which Lua's doubles are no longer exact.
 local staked, added, records = 0, {bets = 0, bettors = 0}, {}
 local EXACT = 9007199254740992 -- 2^53
+-- The ledger's and the round's totals' values once the bets placed so far are written
+-- (exact, see lib.lua): a bet whose sums would leave 64 bits is not placed. When every one of
+-- them is below 2^62 in magnitude (`roomy`, the rule), a batch moving less than 2^61 in all
+-- cannot take one past 64 bits, and only `moved` is counted.
+local after_sums, roomy, moved = {}, true, 0
+local ROOM = 2305843009213693952 -- 2^61
+if not broken then
+  local t = {rounds = KEYS[2], prefix = prefix, round = round, keep_rounds = tonumber(ARGV[3])}
+  if not typed({KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'hash', stakes, 'hash',
+      totals, 'hash', prefix .. 'bets:' .. round, 'list', prefix .. 'receipts:' .. round, 'hash'})
+      or not archivable(t) then
+    broken = 'a key of the table, the round or the ledger has the wrong type'
+  else
+    local ledger = redis.call('HMGET', KEYS[3], 'balances', 'in_play')
+    local fields = redis.call('HGETALL', totals)
+    for i = 1, #fields, 2 do
+      ledger[#ledger + 1] = fields[i + 1]
+      after_sums['totals:' .. fields[i]] = exact(fields[i + 1])
+    end
+    after_sums.balances, after_sums.in_play = exact(ledger[1]), exact(ledger[2])
+    for _, value in ipairs(ledger) do
+      local v = exact(value)
+      if not v then
+        broken = 'a ledger or round total is not an integer'
+      elseif v[1] >= 4611686018 or v[1] < -4611686018 then -- 2^62 = 4611686018.4e9
+        roomy = false
+      end
+    end
+  end
+end
 
 local function write_sums()
   if staked > 0 then
@@ -51,6 +91,9 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
       return {'OK', receipt} -- the same bet_id again: the first answer, no second debit
     end
   end
+  if broken then
+    return {'BROKEN', broken}
+  end
   if not st[1] then
     return {'UNKNOWN_TABLE'}
   end
@@ -63,6 +106,12 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
   if spot == '' then
     return {'SPOT'}
   end
+  -- A key of the wrong type fails the reads below, before any write of this bet: the pcall
+  -- around place() answers BROKEN.
+  local mine = prefix .. 'mine:' .. round .. ':' .. player
+  if redis.call('LLEN', mine) >= max_bets then
+    return {'TOO_MANY', ARGV[4]}
+  end
   local amount = tonumber(amount_arg)
   local lim = limits[spot]
   if not lim then
@@ -70,13 +119,54 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
     limits[spot] = lim
   end
   local field = spot .. ':' .. player
-  local on_spot = tonumber(redis.call('HGET', stakes, field) or '0')
-  local balance = tonumber(redis.call('GET', balance_key) or '0')
+  local values = redis.call('HMGET', stakes, field, 'all:' .. player)
+  local balance_text = redis.call('GET', balance_key)
+  local read = {values[1], values[2], balance_text}
+  for i = 1, 3 do
+    if not small(read[i]) and not exact(read[i]) then
+      return {'BROKEN', 'a balance or stake of the player is not an integer'}
+    end
+  end
+  local on_spot = tonumber(values[1] or '0')
+  local balance = tonumber(balance_text or '0')
   -- verify_bet: amount, spot offered, cumulative minimum and maximum, balance
   if not amount or not lim[1] or on_spot + amount < tonumber(lim[1])
       or on_spot + amount > tonumber(lim[2]) or amount > balance then
     return {'MONEY', lim[1] or '', lim[2] or '', int(on_spot), int(balance)}
   end
+  -- Every sum this bet adds to, as it will be once written: none may leave 64 bits.
+  local guest_ttl = redis.call('HGET', KEYS[5], player)
+  if guest_ttl and not tonumber(guest_ttl) then
+    return {'BROKEN', "the player's guest ttl is not a number"}
+  end
+  -- The stake on the spot and on every spot grow by amount (false: a missing one).
+  for _, value in ipairs(values) do
+    if not (small(value) and amount < EXACT) and not sum(value, amount) then
+      return {'BROKEN', 'a stake of the player would pass 64 bits'}
+    end
+  end
+  if roomy then
+    if moved + amount >= ROOM then
+      return {'BROKEN', 'this batch would move 2^61 or more'}
+    end
+    moved = moved + amount
+  else
+    local names = {'balances', 'in_play', 'totals:' .. spot, 'totals:bets', 'totals:bettors'}
+    local deltas = {-amount, amount, amount, 1, 1}
+    local sums = {}
+    for i, name in ipairs(names) do
+      sums[i] = sum(after_sums[name], deltas[i])
+      if not sums[i] then
+        return {'BROKEN', 'the ledger or a round total would pass 64 bits'}
+      end
+    end
+    for i, name in ipairs(names) do
+      after_sums[name] = sums[i]
+    end
+  end
+  -- Checked. The first write of the bet is the one left that can fail (the stake in play,
+  -- not read before: of the wrong type, not an integer, or overflowing): then nothing of the
+  -- bet is written and the pcall around place() answers BROKEN. From there nothing can fail.
   if not archived then -- normally done by round_opened; makes sure this round is forgotten
     local t = table_context(ARGV[1], prefix, KEYS[1], nil, KEYS[2], nil, ARGV[3])
     t.round = round
@@ -86,16 +176,15 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
   if staked + amount >= EXACT then
     write_sums()
   end
+  redis.call('INCRBY', in_play_key, amount_arg) -- the stake in play: a guest keeps till settled
   local after = redis.call('DECRBY', balance_key, amount_arg)
   staked = staked + amount
-  redis.call('INCRBY', in_play_key, amount_arg) -- the stake in play: a guest keeps till settled
-  local guest_ttl = redis.call('HGET', KEYS[5], player)
   if guest_ttl then
     redis.call('ZADD', KEYS[4], int(ts + tonumber(guest_ttl)), player) -- a bet is a sighting
   end
   local record = cmsgpack.pack({bet_id, player, spot, amount})
   records[#records + 1] = record
-  redis.call('RPUSH', prefix .. 'mine:' .. round .. ':' .. player, record) -- for snapshots
+  redis.call('RPUSH', mine, record) -- for snapshots
   redis.call('HINCRBY', stakes, field, amount_arg)
   -- 'all:<player>' (no spot is called 'all') is the player's stake on every spot this round:
   -- when it equals this bet, this is the player's first bet of the round.
@@ -110,23 +199,17 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
   return {'OK', receipt}
 end
 
+-- Each bet is judged on its own: one that fails (a call failing on a key no check above
+-- foresaw) is answered BROKEN, and the bets before and after it keep their own answers.
 local replies = {}
--- A failing call (out of memory, a key of the wrong type) ends the script, but Redis keeps
--- what it wrote: the bets already placed are written to the round's list, the ledger and the
--- totals before the error goes back, so each of them is settled like any other (a retry of
--- its bet_id gets its receipt).
-local ok, failure = pcall(function()
-  for i = 0, (#ARGV - 3) / 5 - 1 do
-    local a = 4 + 5 * i
-    replies[i + 1] = place(KEYS[6 + 2 * i], KEYS[7 + 2 * i],
-      ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
+for i = 0, (#ARGV - 4) / 5 - 1 do
+  local a = 5 + 5 * i
+  local ok, reply = pcall(place, KEYS[6 + 2 * i], KEYS[7 + 2 * i],
+    ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
+  if not ok then
+    reply = {'BROKEN', type(reply) == 'table' and tostring(reply.err) or tostring(reply)}
   end
-end)
-write_sums()
-if not ok then
-  if type(failure) == 'table' then
-    return failure -- redis.call's error reply
-  end
-  return redis.error_reply(tostring(failure))
+  replies[i + 1] = reply
 end
+write_sums() -- checked bet by bet: cannot fail
 return replies
