@@ -23,12 +23,11 @@ from server.config import Settings
 from server.core.rules import PRESETS, TableRules, rules_preset
 from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
-from server.runtime.table_loop import TableLoop, Timings
+from server.runtime.table_loop import TableLoop
 from server.store.base import Store, StoreUnavailable
 from server.tables_file import TABLE_ID, read_tables_file
 from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
-from server.transport.limits import RateLimits
 from server.transport.operator_api import OperatorApi, table_rows
 from server.transport.server import Listen, start_server
 from server.transport.session import SessionContext, close_all, push_settlement
@@ -109,18 +108,10 @@ class Node:
         self.node_id = settings.resolved_node_id()
         self.store = store or make_store(settings, self.clock)
         self.tables = tables_of(settings)
-        self.timings = Timings(
-            betting_window=settings.betting_window,
-            deal_interval=settings.deal_interval,
-            close_pause=settings.close_pause,
-            result_pause=settings.result_pause,
-            next_round_pause=settings.next_round_pause,
-            lease_ttl=settings.lease_ttl,
-            totals_interval=settings.totals_interval,
-        )
+        self.timings = settings.timings
         # Who may connect; in demo mode its secret is this node's own (guest tokens are
         # then good on this node only, until a shared --secret is configured).
-        self.auth = settings.auth_policy(demo_secret)
+        self.auth = settings.auth.policy(demo_secret)
         self.metrics = Metrics()  # this node's own registry: tests run several nodes per process
         self.hub = Hub(self.store, push_settlement, self.metrics)
         self.loops = [
@@ -143,14 +134,7 @@ class Node:
             self.node_id,
             initial_balance=settings.resolved_initial_balance(),
             max_buffer_bytes=settings.max_buffer_bytes,
-            limits=RateLimits(
-                bets=settings.rate_bets,
-                pings=settings.rate_pings,
-                joins=settings.rate_joins,
-                replays=settings.rate_replays,
-                burst_s=settings.rate_burst,
-                max_refusals=settings.max_refusals,
-            ),
+            limits=settings.limits,
             max_replay_events=settings.max_replay_events,
             metrics=self.metrics,
             auth=self.auth,

@@ -82,7 +82,7 @@ async def test_drain_then_stop_closes_clients_with_1001_and_releases_leases(
 ) -> None:
     """drain_and_stop: /readyz 503 at once, clients served through the drain, then closed
     with 1001 and the table's lease released."""
-    node = Node(Settings(port=0, **{**FAST, "drain_seconds": 0.3 * within(1)}))
+    node = Node(Settings.from_options(port=0, **{**FAST, "drain_seconds": 0.3 * within(1)}))
     await node.start()
     try:
         client = await open_client(node)
@@ -109,7 +109,7 @@ async def test_readyz_is_503_while_redis_is_down() -> None:
         from server.store.redis import RedisStore
 
         store = RedisStore.from_url(redis.url, key_prefix="readyz")
-        async with Node(Settings(port=0, **FAST), store=store) as node:
+        async with Node(Settings.from_options(port=0, **FAST), store=store) as node:
             assert (await _get(node, "/readyz"))[0] == 200
             redis.stop()
             status, _, body = await _get(node, "/readyz")
@@ -130,7 +130,7 @@ async def test_status_is_503_with_what_is_known_while_redis_is_down(
         from server.store.redis import RedisStore
 
         store = RedisStore.from_url(redis.url, key_prefix="status-down")
-        async with Node(Settings(port=0, **FAST), store=store) as node:
+        async with Node(Settings.from_options(port=0, **FAST), store=store) as node:
             status, _, body = await _get(node, "/status")
             assert status == 200 and "error" not in json.loads(body)
             redis.stop()

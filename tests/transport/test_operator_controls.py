@@ -137,7 +137,7 @@ async def _cluster(redis_url: str) -> AsyncIterator[tuple[Node, Node]]:
     nodes = []
     try:
         for name in ("node-a", "node-b"):
-            settings = Settings(
+            settings = Settings.from_options(
                 port=0, **{**FAST, "node_id": name, "secret": SECRET, "allow_guests": True}
             )
             store = RedisStore.from_url(redis_url, key_prefix=prefix)
