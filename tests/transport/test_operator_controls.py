@@ -197,6 +197,6 @@ async def test_lobby_counts_stay_public_with_a_secret(
     node = await make_node(secret=SECRET, allow_guests=True)
     client = await open_client(node)
     await client.join()
-    answer = await call(node, "GET", "/lobby")
+    answer = await call(node, "GET", "/lobby", admin=False)
     assert answer.status == 200
     assert answer.json() == {"node": node.node_id, "subscribers": {TABLE: 1}}
