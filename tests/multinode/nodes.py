@@ -23,6 +23,9 @@ FAST = {
     "--next-round-pause": "0.05",
     "--lease-ttl": "1.5",
     "--drain-seconds": "0",  # SIGTERM stops at once: no load balancer to drain for
+    # A free admin port, read from the startup line: the default (--port + 1) may be a port
+    # another process of the test holds.
+    "--admin-port": "0",
 }
 _SERVING = re.compile(r"serving on ws://[\d.]+:(\d+)/ws")
 _ADMIN = re.compile(r"admin on http://[\d.]+:(\d+)/")
