@@ -1,4 +1,5 @@
-"""Composition root: settings -> store -> table loops -> hub -> WebSocket server.
+"""Composition root: settings -> store -> table loops -> hub -> WebSocket server (and the
+admin listener beside it).
 
 The only module that sees concrete engines. `Node` runs one server node in-process (tests
 use it directly); `serve_from_args` is `baccarat serve`.
@@ -16,22 +17,24 @@ from pathlib import Path
 from typing import Any
 
 import structlog
+from aiohttp import web
 from websockets.asyncio.server import Server
 
 from server.config import Settings
 from server.core.rules import PRESETS, TableRules, rules_preset
 from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
-from server.runtime.table_loop import TableLoop, Timings
+from server.runtime.table_loop import TableLoop
 from server.store.base import Store, StoreRefused, StoreUnavailable
 from server.tables_file import TABLE_ID, read_tables_file
+from server.transport.admin import AdminRoutes, bound_port, start_admin
 from server.transport.http import HttpRoutes
 from server.transport.hub import Hub
-from server.transport.limits import RateLimits
 from server.transport.operator_api import OperatorApi, table_rows
 from server.transport.protocol import keep_connected_guests
 from server.transport.server import Listen, start_server
 from server.transport.session import SessionContext, close_all, push_settlement
+from server.workers import serve_workers
 
 __all__ = [
     "GUEST_SWEEP_INTERVAL",
@@ -111,18 +114,10 @@ class Node:
         self.node_id = settings.resolved_node_id()
         self.store = store or make_store(settings, self.clock)
         self.tables = tables_of(settings)
-        self.timings = Timings(
-            betting_window=settings.betting_window,
-            deal_interval=settings.deal_interval,
-            close_pause=settings.close_pause,
-            result_pause=settings.result_pause,
-            next_round_pause=settings.next_round_pause,
-            lease_ttl=settings.lease_ttl,
-            totals_interval=settings.totals_interval,
-        )
+        self.timings = settings.timings
         # Who may connect; in demo mode its secret is this node's own (guest tokens are
         # then good on this node only, until a shared --secret is configured).
-        self.auth = settings.auth_policy(demo_secret)
+        self.auth = settings.auth.policy(demo_secret)
         self.metrics = Metrics()  # this node's own registry: tests run several nodes per process
         self.hub = Hub(self.store, push_settlement, self.metrics)
         self.loops = [
@@ -145,14 +140,7 @@ class Node:
             self.node_id,
             initial_balance=settings.resolved_initial_balance(),
             max_buffer_bytes=settings.max_buffer_bytes,
-            limits=RateLimits(
-                bets=settings.rate_bets,
-                pings=settings.rate_pings,
-                joins=settings.rate_joins,
-                replays=settings.rate_replays,
-                burst_s=settings.rate_burst,
-                max_refusals=settings.max_refusals,
-            ),
+            limits=settings.limits,
             max_replay_events=settings.max_replay_events,
             metrics=self.metrics,
             auth=self.auth,
@@ -160,6 +148,7 @@ class Node:
         )
         self.metrics.watch_connections(self._connection_counts)
         self.server: Server | None = None
+        self.admin: web.AppRunner | None = None  # the admin listener, unless --no-admin
         self.draining = False
         self.stopped = False
         self._loop_tasks: list[asyncio.Task[None]] = []
@@ -173,22 +162,19 @@ class Node:
         port: int = next(iter(self.server.sockets)).getsockname()[1]
         return port
 
+    @property
+    def admin_port(self) -> int | None:
+        """The admin listener's port; None with --no-admin."""
+        return bound_port(self.admin) if self.admin is not None else None
+
     async def start(self) -> None:
         for table_id, rules in self.tables.items():
             await self.store.create_table(table_id, rules)
         static = Path(self.settings.static_dir)
         static_dir = static if static.is_dir() else None  # noqa: ASYNC240 - once at start-up
         self.serves_pages = static_dir is not None
-        api = OperatorApi(self.auth, self.store, self.table_rows, self.wake_table, self.metrics)
         routes = HttpRoutes(
-            self.status,
-            static_dir,
-            self.readiness,
-            self.metrics.render,
-            api=api,
-            status_needs_operator=not self.auth.demo,  # demo mode: /status stays open
-            lobby=self.lobby,
-            draining=lambda: self.draining,
+            static_dir, self.readiness, lobby=self.lobby, draining=lambda: self.draining
         )
         listen = Listen(
             self.settings.host,
@@ -199,8 +185,15 @@ class Node:
             origins=tuple(self.settings.origins()),
             reuse_port=self.settings.workers > 1,  # the other workers bind this port too
         )
-        self.server = await start_server(self.ctx, listen, routes)
-        # Loops start once the port is bound: a node that cannot serve never takes a table.
+        if self.settings.admin.enabled:
+            self.admin = await self._start_admin()
+        try:
+            self.server = await start_server(self.ctx, listen, routes)
+        except BaseException:
+            if self.admin is not None:
+                await self.admin.cleanup()
+            raise
+        # Loops start once the ports are bound: a node that cannot serve never takes a table.
         self._loop_tasks = [asyncio.create_task(loop.run()) for loop in self.loops]
         self._sweeper = asyncio.create_task(self._sweep_guests())
         self._guest_keeper = asyncio.create_task(keep_connected_guests(self.ctx, self.clock.sleep))
@@ -209,8 +202,32 @@ class Node:
             "listening",
             host=self.settings.host,
             port=self.port,
+            admin_host=self.settings.admin.host if self.admin is not None else None,
+            admin_port=self.admin_port,
             engine=engine,
             tables=list(self.tables),
+        )
+
+    async def _start_admin(self) -> web.AppRunner:
+        api = OperatorApi(
+            self.auth,
+            self.store,
+            self.table_rows,
+            self.wake_table,
+            self.metrics,
+            body_timeout=self.settings.handshake_timeout,  # a body is bounded like a handshake
+        )
+        routes = AdminRoutes(
+            self.status,
+            self.metrics.render,
+            api,
+            status_needs_operator=not self.auth.demo,  # demo mode: /status stays open
+        )
+        return await start_admin(
+            routes,
+            self.settings.admin.host,
+            self.settings.resolved_admin_port(),
+            reuse_port=self.settings.workers > 1,  # the other workers bind this port too
         )
 
     async def readiness(self) -> str | None:
@@ -341,6 +358,8 @@ class Node:
             self.server.close(close_connections=False)
             await close_all(self.ctx, 1001, "server shutting down")
             await self.server.wait_closed()
+        if self.admin is not None:
+            await self.admin.cleanup()
         await self.hub.close()
         await self.store.close()
         self.log.info("stopped")
@@ -398,6 +417,13 @@ async def _serve(settings: Settings, demo_secret: str | None) -> None:
     print(f"baccarat: serving on ws://{settings.host}:{node.port}/ws", file=sys.stderr, flush=True)
     if node.serves_pages:  # the address a newcomer opens (the ws:// one answers a browser 426)
         print(f"baccarat: play at http://{settings.host}:{node.port}/", file=sys.stderr, flush=True)
+    if node.admin_port is not None:
+        print(
+            f"baccarat: admin on http://{settings.admin.host}:{node.admin_port}/ "
+            "(/metrics, /status, /api/)",
+            file=sys.stderr,
+            flush=True,
+        )
     await term.wait()
     try:
         # A stop that never ends (a store call that never answers) must not keep a stopped
@@ -413,10 +439,9 @@ def serve_from_args(args: argparse.Namespace) -> int:
     """Run `baccarat serve`; a bad setting raises ValueError before anything starts."""
     settings = Settings.from_args(args)
     tables_of(settings)  # a bad table list or file stops here, in one line
+    settings.resolved_admin_port()  # and so does an admin port that cannot be
     if settings.workers > 1:
-        from server.workers import serve_workers
-
-        return serve_workers(settings)  # each worker process calls run_node
+        return serve_workers(settings, run_node)  # each worker process calls run_node
     return run_node(settings)
 
 

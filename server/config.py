@@ -2,6 +2,11 @@
 
 Precedence: an option on the command line, then BACCARAT_* in the environment, then the
 default. No setting is required: with none, `baccarat serve` runs the in-memory engine.
+
+Options are flat (`--rate-bets`, BACCARAT_RATE_BETS); Settings keeps the ones a part of the
+server takes together in a nested group that the part takes as it is: `timings` (the table
+loops' Timings), `limits` (each connection's RateLimits), `auth` (who may connect) and
+`admin` (the admin listener). OPTIONS says where each option lives.
 """
 
 from __future__ import annotations
@@ -11,14 +16,24 @@ import math
 import os
 import secrets
 import socket
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from server.auth import DEFAULT_GUEST_TTL_S, MAX_TTL_S, AuthPolicy, load_secret
+from server.runtime.table_loop import Timings
+from server.transport.limits import RateLimits
 
-__all__ = ["DEMO_BALANCE", "Settings", "add_serve_arguments"]
+__all__ = [
+    "DEMO_BALANCE",
+    "OPTIONS",
+    "AdminListener",
+    "AuthSettings",
+    "Option",
+    "Settings",
+    "add_serve_arguments",
+]
 
 DEMO_BALANCE = 1_000_000  # minor units a player starts with in demo mode
 
@@ -26,76 +41,20 @@ _REPO_CLIENT = Path(__file__).resolve().parent.parent / "client_demo"
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
-    host: str = "127.0.0.1"
-    port: int = 8765
-    redis: str = ""  # empty: the in-memory engine
-    tables: str = ""  # "id=preset,..." or "preset,..."; empty: one table per preset
-    tables_file: str = ""  # a TOML file of tables and their rules, instead of --tables
-    betting_window: float = 15.0
-    deal_interval: float = 1.0
-    close_pause: float = 1.0
-    result_pause: float = 1.0
-    next_round_pause: float = 3.0
-    lease_ttl: float = 3.0
-    initial_balance: int | None = None  # None: 1,000,000 in demo mode, 0 with a secret
-    node_id: str = ""
-    log_format: str = "auto"  # auto (console on a terminal, else JSON), json, console
-    log_level: str = "info"
-    static_dir: str = str(_REPO_CLIENT)
-    max_buffer_bytes: int = 1 << 20
-    max_frame_bytes: int = 16 * 1024
-    history_events: int = 20_000
-    history_rounds: int = 1_000
-    totals_interval: float = 0.25
-    max_replay_events: int = 500
-    rate_bets: float = 50.0
-    rate_pings: float = 20.0
-    rate_joins: float = 10.0
-    rate_replays: float = 10.0
-    rate_burst: float = 2.0
-    max_refusals: int = 100
-    max_connections_per_ip: int = 0
-    handshake_timeout: float = 10.0
-    allowed_origins: str = ""  # comma-separated; empty: any Origin
-    drain_seconds: float = 3.0
-    recall_rounds: int = 100  # store.wallet.DEFAULT_RECALL_ROUNDS
-    max_bets_per_round: int = 50  # store.base.DEFAULT_MAX_BETS_PER_ROUND
+class AuthSettings:
+    """Who may connect: the token secret and the guest and spectator switches."""
+
     secret: str = ""  # the shared token secret, or a file holding it; empty: demo mode
     allow_guests: bool = False  # with a secret: may a connection without a token be a guest?
     allow_anonymous_spectators: bool | None = None  # None: on in demo mode, off with a secret
     guest_ttl: int = DEFAULT_GUEST_TTL_S  # seconds a guest stays after its last connection
-    max_connections_per_player: int = 0  # per node; 0: no cap
-    workers: int = 1  # processes serving one port (SO_REUSEPORT); more than 1 needs --redis
-
-    def __post_init__(self) -> None:
-        if self.log_format not in ("auto", "json", "console"):
-            raise ValueError(f"log format must be auto, json or console, not {self.log_format!r}")
-        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-            raise ValueError(f"log level must be debug, info, warning or error: {self.log_level!r}")
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if str(f.type).startswith("bool") and not isinstance(value, bool | None):
-                option = "--" + f.name.replace("_", "-")
-                raise ValueError(f"{option} is yes or no (1/0, true/false, on/off), not {value!r}")
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                _check_range(f.name, value)
-        self.origins()  # raises for a malformed list
-        _check_redis_url(self.redis)
-        self.auth_policy()  # raises for a short, missing or unreadable secret
 
     @property
     def demo(self) -> bool:
         """No secret configured: guests play at once with the demo balance."""
         return not self.secret.strip()
 
-    def resolved_initial_balance(self) -> int:
-        """What a player seen for the first time starts with."""
-        if self.initial_balance is not None:
-            return self.initial_balance
-        return DEMO_BALANCE if self.demo else 0
-
-    def auth_policy(self, demo_secret: str | None = None) -> AuthPolicy:
+    def policy(self, demo_secret: str | None = None) -> AuthPolicy:
         """Who may connect, from the secret and the guest and spectator switches. In demo mode
         the secret is `demo_secret` or this policy's own random one: build it once per node."""
         return AuthPolicy.configure(
@@ -105,6 +64,92 @@ class Settings:
             guest_ttl_s=self.guest_ttl,
             demo_secret=demo_secret,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class AdminListener:
+    """The second listener: /metrics, /status and the operator API (/api/...)."""
+
+    enabled: bool = True  # --no-admin: no second port
+    host: str = "127.0.0.1"  # loopback: a scraper or an operator on the host, not the public
+    port: int | None = None  # None: the public port + 1 (a free one when that is 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8765
+    redis: str = ""  # empty: the in-memory engine
+    tables: str = ""  # "id=preset,..." or "preset,..."; empty: one table per preset
+    tables_file: str = ""  # a TOML file of tables and their rules, instead of --tables
+    timings: Timings = field(default_factory=Timings)
+    initial_balance: int | None = None  # None: 1,000,000 in demo mode, 0 with a secret
+    node_id: str = ""
+    log_format: str = "auto"  # auto (console on a terminal, else JSON), json, console
+    log_level: str = "info"
+    static_dir: str = str(_REPO_CLIENT)
+    max_buffer_bytes: int = 1 << 20
+    max_frame_bytes: int = 16 * 1024
+    history_events: int = 20_000
+    history_rounds: int = 1_000
+    max_replay_events: int = 500
+    limits: RateLimits = field(default_factory=RateLimits)
+    max_connections_per_ip: int = 0
+    handshake_timeout: float = 10.0
+    allowed_origins: str = ""  # comma-separated; empty: any Origin
+    drain_seconds: float = 3.0
+    recall_rounds: int = 100  # store.wallet.DEFAULT_RECALL_ROUNDS
+    max_bets_per_round: int = 50  # store.base.DEFAULT_MAX_BETS_PER_ROUND
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    max_connections_per_player: int = 0  # per node; 0: no cap
+    workers: int = 1  # processes serving one port (SO_REUSEPORT); more than 1 needs --redis
+    admin: AdminListener = field(default_factory=AdminListener)
+
+    def __post_init__(self) -> None:
+        if self.log_format not in ("auto", "json", "console"):
+            raise ValueError(f"log format must be auto, json or console, not {self.log_format!r}")
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            raise ValueError(f"log level must be debug, info, warning or error: {self.log_level!r}")
+        for option in OPTIONS:
+            value = self.option(option.name)
+            if option.type.startswith("bool") and not isinstance(value, bool | None):
+                raise ValueError(
+                    f"{option.flag} is yes or no (1/0, true/false, on/off), not {value!r}"
+                )
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                _check_range(option.name, value)
+        self.origins()  # raises for a malformed list
+        _check_redis_url(self.redis)
+        self.auth.policy()  # raises for a short, missing or unreadable secret
+
+    def option(self, name: str) -> Any:
+        """An option's value, by its flat name (as on the command line)."""
+        where = _OPTIONS_BY_NAME[name]
+        return getattr(getattr(self, where.group) if where.group else self, where.attr)
+
+    @property
+    def demo(self) -> bool:
+        """No secret configured: guests play at once with the demo balance."""
+        return self.auth.demo
+
+    def resolved_initial_balance(self) -> int:
+        """What a player seen for the first time starts with."""
+        if self.initial_balance is not None:
+            return self.initial_balance
+        return DEMO_BALANCE if self.demo else 0
+
+    def resolved_admin_port(self) -> int:
+        """The admin listener's port: --admin-port, else the public port + 1; 0 (a free one)
+        when the public port is 0 too. ValueError when that cannot be a port of its own (checked
+        at start, not here: --port 65535 is a good setting as long as the admin port is given)."""
+        port = self.admin.port
+        if port is None:
+            port = self.port + 1 if self.port else 0
+        if self.admin.enabled and port > 65535:
+            raise ValueError("--admin-port: --port is 65535, so give the admin port yourself")
+        if self.admin.enabled and port and port == self.port:
+            raise ValueError(f"--admin-port must differ from --port ({port})")
+        return port
 
     def origins(self) -> list[str]:
         """The allowed Origin values; empty means any."""
@@ -120,9 +165,99 @@ class Settings:
         return self.node_id or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
 
     @classmethod
+    def from_options(cls, **values: Any) -> Settings:
+        """Settings from options by their flat names (`betting_window=2`, `rate_bets=5`): the
+        ones of a group go to it. A name that is no option is a TypeError, as for the class."""
+        own: dict[str, Any] = {}
+        grouped: dict[str, dict[str, Any]] = {group: {} for group in _GROUPS}
+        for name, value in values.items():
+            where = _OPTIONS_BY_NAME.get(name)
+            if where is None:
+                raise TypeError(f"Settings has no option {name!r}")
+            (grouped[where.group] if where.group else own)[where.attr] = value
+        return cls(**own, **{group: _GROUPS[group](**kw) for group, kw in grouped.items()})
+
+    @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
-        values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
-        return cls(**{k: v for k, v in values.items() if v is not None})
+        values = {o.name: getattr(args, o.name) for o in OPTIONS if hasattr(args, o.name)}
+        return cls.from_options(**{k: v for k, v in values.items() if v is not None})
+
+
+# The nested groups of Settings: its field -> the group's class.
+_GROUPS: dict[str, type[Any]] = {
+    "timings": Timings,
+    "limits": RateLimits,
+    "auth": AuthSettings,
+    "admin": AdminListener,
+}
+
+# The options each group holds: option name (--flag, BACCARAT_NAME) -> the group's field. The
+# names are older than the groups and stay as they are; a group's other fields (Timings.retry,
+# ...) are no options.
+_GROUP_OPTIONS: dict[str, dict[str, str]] = {
+    "timings": {
+        "betting_window": "betting_window",
+        "deal_interval": "deal_interval",
+        "close_pause": "close_pause",
+        "result_pause": "result_pause",
+        "next_round_pause": "next_round_pause",
+        "lease_ttl": "lease_ttl",
+        "totals_interval": "totals_interval",
+    },
+    "limits": {
+        "rate_bets": "bets",
+        "rate_pings": "pings",
+        "rate_joins": "joins",
+        "rate_replays": "replays",
+        "rate_burst": "burst_s",
+        "max_refusals": "max_refusals",
+    },
+    "auth": {
+        "secret": "secret",
+        "allow_guests": "allow_guests",
+        "allow_anonymous_spectators": "allow_anonymous_spectators",
+        "guest_ttl": "guest_ttl",
+    },
+    "admin": {"admin": "enabled", "admin_host": "host", "admin_port": "port"},
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting as the command line and the environment know it."""
+
+    name: str  # --name-with-dashes, BACCARAT_NAME
+    group: str | None  # the nested group of Settings holding it; None: Settings itself
+    attr: str  # its field there
+    type: str  # as annotated: "float", "int | None", ...
+    default: Any
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "BACCARAT_" + self.name.upper()
+
+
+def _options() -> tuple[Option, ...]:
+    """Every option, in the order of Settings' fields (a group's options where it sits)."""
+    options = []
+    for own in fields(Settings):
+        if own.name not in _GROUPS:
+            options.append(Option(own.name, None, own.name, str(own.type), own.default))
+            continue
+        group = _GROUPS[own.name]
+        defaults = group()
+        kinds = {f.name: str(f.type) for f in fields(group)}
+        for name, attr in _GROUP_OPTIONS[own.name].items():
+            options.append(Option(name, own.name, attr, kinds[attr], getattr(defaults, attr)))
+    return tuple(options)
+
+
+OPTIONS = _options()
+_OPTIONS_BY_NAME = {option.name: option for option in OPTIONS}
 
 
 # Accepted range of each number (inclusive). Seconds become milliseconds (the betting window,
@@ -157,6 +292,7 @@ _RANGES: dict[str, tuple[float, float]] = {
     "recall_rounds": (10, 1000),  # regulators ask for at least the last 10
     "max_bets_per_round": (1, 1_000_000),
     "workers": (1, 64),
+    "admin_port": (0, 65535),
 }
 
 
@@ -250,6 +386,9 @@ _HELP = {
     "max_connections_per_player": "open connections per player on this node (0: no cap); "
     "more get 429",
     "workers": "processes sharing the port (SO_REUSEPORT), 1-64; more than 1 needs --redis",
+    "admin": "serve /metrics, /status and /api/... on the admin listener (--no-admin: none)",
+    "admin_host": "address the admin listener binds (keep it off the public network)",
+    "admin_port": "port of the admin listener (default: --port + 1; 0 picks a free one)",
 }
 
 
@@ -275,28 +414,26 @@ def _env_bool(value: str) -> bool | str:
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add one option per setting; its default comes from BACCARAT_<NAME> or the dataclass.
     A yes/no setting is a pair of flags (`--allow-guests` / `--no-allow-guests`)."""
-    defaults = Settings()
-    for f in fields(Settings):
-        default = getattr(defaults, f.name)
-        env = _env(f.name)
-        option = "--" + f.name.replace("_", "-")
-        help_text = f"{_HELP[f.name]} (env BACCARAT_{f.name.upper()}; default {default!r})"
-        if str(f.type).startswith("bool"):
+    for option in OPTIONS:
+        default = option.default
+        env = _env(option.name)
+        help_text = f"{_HELP[option.name]} (env {option.env}; default {default!r})"
+        if option.type.startswith("bool"):
             value = _env_bool(env) if env is not None else default
             parser.add_argument(
-                option,
-                dest=f.name,
+                option.flag,
+                dest=option.name,
                 action=argparse.BooleanOptionalAction,
                 default=value,
                 help=help_text,
             )
             continue
-        kind: Any = int if str(f.type).startswith("int") else type(default)
+        kind: Any = int if option.type.startswith("int") else type(default)
         # A string default goes through `type` too, so a bad BACCARAT_* value is reported
         # as a usage error of `serve` alone, not a crash of every command.
         parser.add_argument(
-            option,
-            dest=f.name,
+            option.flag,
+            dest=option.name,
             type=kind,
             default=env if env is not None else default,
             help=help_text.replace(f"default {default!r}", f"default {env or default!r}"),

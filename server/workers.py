@@ -6,6 +6,9 @@ over them) and runs a complete Node: it follows every table's stream from Redis,
 own clients, and may own tables like any other node (each worker has its own node id). The
 memory engine keeps its tables inside one process, so workers need the Redis engine.
 
+The admin listener (/metrics, /status, /api/...) is shared the same way: each worker binds the
+admin port too and answers for itself.
+
 The parent only starts and watches its workers: SIGTERM or SIGINT is passed on to every
 worker (which drain and stop as a single node does); when one worker exits the others are
 stopped too, and the parent exits with the first failure's status (0 if none failed).
@@ -21,13 +24,17 @@ import secrets
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import wait
 from types import FrameType
 
 from server.config import Settings
 
-__all__ = ["check_workers", "serve_workers"]
+__all__ = ["RunNode", "check_workers", "serve_workers"]
+
+# server.app.run_node, passed in: app starts the workers, so workers does not import app.
+RunNode = Callable[[Settings, str | None], int]
 
 _PR_SET_PDEATHSIG = 1  # prctl option: the signal a child gets when its parent dies
 
@@ -58,20 +65,23 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _worker(settings: Settings, demo_secret: str | None) -> None:
+def _worker(run_node: RunNode, settings: Settings, demo_secret: str | None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, signal.SIG_DFL)  # the node installs its own once its loop runs
     _die_with_parent()
-    from server.app import run_node
-
     sys.exit(run_node(settings, demo_secret))
 
 
-def serve_workers(settings: Settings) -> int:
+def serve_workers(settings: Settings, run_node: RunNode) -> int:
     """Run `settings.workers` worker processes on one port until they stop; their status."""
     check_workers(settings)
     reserved = _reserve_port(settings.host) if settings.port == 0 else None
     port = reserved.getsockname()[1] if reserved is not None else settings.port
+    admin = settings.admin
+    admin_port = settings.resolved_admin_port()
+    reserved_admin = _reserve_port(admin.host) if admin.enabled and admin_port == 0 else None
+    if reserved_admin is not None:
+        admin_port = reserved_admin.getsockname()[1]
     context = multiprocessing.get_context("fork")  # nothing runs yet: no loop, no threads
     workers = []
     # Demo mode (no --secret): one random secret for every worker, so a guest's token (and so
@@ -79,10 +89,14 @@ def serve_workers(settings: Settings) -> int:
     demo_secret = secrets.token_urlsafe(32) if settings.demo else None
     for index in range(settings.workers):
         node_id = f"{settings.node_id}-{index}" if settings.node_id else ""
-        worker_settings = replace(settings, port=port, node_id=node_id)
+        worker_settings = replace(
+            settings, port=port, node_id=node_id, admin=replace(admin, port=admin_port)
+        )
         workers.append(
             context.Process(
-                target=_worker, args=(worker_settings, demo_secret), name=f"baccarat-worker-{index}"
+                target=_worker,
+                args=(run_node, worker_settings, demo_secret),
+                name=f"baccarat-worker-{index}",
             )
         )
     stopping = False
@@ -101,7 +115,8 @@ def serve_workers(settings: Settings) -> int:
         for worker in workers:
             worker.start()
         print(
-            f"baccarat: {settings.workers} workers on ws://{settings.host}:{port}/ws",
+            f"baccarat: {settings.workers} workers on ws://{settings.host}:{port}/ws"
+            + (f", admin on http://{admin.host}:{admin_port}/" if admin.enabled else ""),
             file=sys.stderr,
             flush=True,
         )
@@ -123,6 +138,7 @@ def serve_workers(settings: Settings) -> int:
                 worker.join()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if reserved is not None:
-            reserved.close()
+        for held in (reserved, reserved_admin):
+            if held is not None:
+                held.close()
     return status

@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from websockets.typing import Subprotocol
 from server import app
 from server.app import GUEST_SWEEP_INTERVAL, Node, parse_tables
 from server.cli import main as cli_main
-from server.config import _RANGES, Settings, add_serve_arguments
+from server.config import _RANGES, OPTIONS, Settings, add_serve_arguments
 from server.core.errors import BetRejected, RejectCode
 from server.core.rules import PRESETS, rules_preset
 from server.core.table import TableState, open_round
@@ -234,14 +233,14 @@ async def test_a_stopping_node_hands_its_tables_over_at_once() -> None:
         "lease_ttl": 60.0,  # a lease left behind would keep the table for a minute
         "static_dir": "/nonexistent/baccarat-static",
     }
-    first = Node(Settings(node_id="first", **common), store=store)
+    first = Node(Settings.from_options(node_id="first", **common), store=store)
     await first.start()
     try:
         async with asyncio.timeout(5 * SCALE):
             await _next_event(store, 0)  # the first node owns the table and plays
         lease = await store.lease("t1")
         assert lease is not None and lease.node == "first"
-        async with Node(Settings(node_id="second", **common), store=store) as second:
+        async with Node(Settings.from_options(node_id="second", **common), store=store) as second:
             assert not second.loops[0].owning
             await first.stop()
             assert await store.lease("t1") is None
@@ -333,8 +332,9 @@ def test_settings_from_env(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("BACCARAT_PORT", "9001")
     clean_env.setenv("BACCARAT_NODE_ID", "node-7")
     settings = _settings()
-    assert settings.betting_window == 2.5 and isinstance(settings.betting_window, float)
-    assert settings.deal_interval == 0.25
+    window = settings.timings.betting_window
+    assert window == 2.5 and isinstance(window, float)
+    assert settings.timings.deal_interval == 0.25
     assert settings.initial_balance == 5000 and isinstance(settings.initial_balance, int)
     assert settings.tables == "a=classic8"
     assert settings.port == 9001
@@ -346,14 +346,14 @@ def test_command_line_beats_env(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("BACCARAT_BETTING_WINDOW", "2.5")
     clean_env.setenv("BACCARAT_MAX_BUFFER_BYTES", "4096")
     settings = _settings("--betting-window", "7", "--max-buffer-bytes", "8192")
-    assert settings.betting_window == 7.0
+    assert settings.timings.betting_window == 7.0
     assert settings.max_buffer_bytes == 8192
 
 
 def test_empty_env_means_default(clean_env: pytest.MonkeyPatch) -> None:
     """An empty BACCARAT_ variable is ignored."""
     clean_env.setenv("BACCARAT_BETTING_WINDOW", "")
-    assert _settings().betting_window == Settings().betting_window
+    assert _settings().timings.betting_window == Settings().timings.betting_window
 
 
 def test_every_setting_has_an_option(clean_env: pytest.MonkeyPatch) -> None:
@@ -361,9 +361,8 @@ def test_every_setting_has_an_option(clean_env: pytest.MonkeyPatch) -> None:
     parser = argparse.ArgumentParser()
     add_serve_arguments(parser)
     text = parser.format_help()
-    for name in Settings.__dataclass_fields__:
-        assert "--" + name.replace("_", "-") in text
-        assert f"BACCARAT_{name.upper()}" in text
+    for option in OPTIONS:
+        assert option.flag in text and option.env in text
 
 
 async def test_max_bets_per_round_reaches_the_store(clean_env: pytest.MonkeyPatch) -> None:
@@ -432,25 +431,25 @@ def test_serve_refuses_bad_settings_in_one_line(option: list[str], env: dict[str
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-_NUMBERS = [f for f in fields(Settings) if type(getattr(Settings(), f.name)) in (int, float)]
+_NUMBERS = [o.name for o in OPTIONS if type(o.default) in (int, float)]
 
 
-@pytest.mark.parametrize("name", [f.name for f in _NUMBERS])
+@pytest.mark.parametrize("name", _NUMBERS)
 def test_every_number_must_be_finite_and_in_range(name: str) -> None:
     """Each numeric setting refuses nan, infinities and values just outside its range, naming
     its option; its bounds themselves are accepted."""
     option = "--" + name.replace("_", "-")
     low, high = _RANGES.get(name, (0, math.inf))
     bad: list[float] = [low - 1, high + 1]
-    if isinstance(getattr(Settings(), name), float):
+    if isinstance(Settings().option(name), float):
         bad += [math.nan, math.inf, -math.inf, low - 0.001]
     for value in bad:
         with pytest.raises(ValueError, match=f"^{option} must be .*, not "):
-            Settings(**{name: value})
-    kind = type(getattr(Settings(), name))
+            Settings.from_options(**{name: value})
+    kind = type(Settings().option(name))
     for value in (low, high):
         if value != math.inf:
-            assert getattr(Settings(**{name: kind(value)}), name) == value
+            assert Settings.from_options(**{name: kind(value)}).option(name) == value
 
 
 def test_a_bad_number_is_one_line_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
@@ -540,14 +539,34 @@ def test_serve_on_a_busy_port_says_so_in_one_line() -> None:
 def test_totals_interval_is_checked(interval: float) -> None:
     """--totals-interval must be 0.01-60 seconds (nan and inf included): a clear ValueError."""
     with pytest.raises(ValueError, match=r"--totals-interval must be a finite number from 0.01"):
-        Settings(totals_interval=interval)
+        Settings.from_options(totals_interval=interval)
 
 
 def test_totals_interval_reaches_the_table_loops() -> None:
     """The node's loops publish bet totals at the configured pace."""
-    node = Node(Settings(totals_interval=0.5, tables="t=classic8"))
+    node = Node(Settings.from_options(totals_interval=0.5, tables="t=classic8"))
     assert node.timings.totals_interval == 0.5
     assert all(loop.timings.totals_interval == 0.5 for loop in node.loops)
+
+
+def test_the_parts_take_the_settings_groups_as_they_are() -> None:
+    """The table loops run on settings.timings and the sessions on settings.limits: the
+    groups themselves, not copies made field by field."""
+    settings = Settings.from_options(tables="t=classic8", rate_bets=3, rate_burst=1.5)
+    assert (settings.limits.bets, settings.limits.burst_s) == (3, 1.5)
+    node = Node(settings)
+    assert node.timings is settings.timings
+    assert all(loop.timings is settings.timings for loop in node.loops)
+    assert node.ctx.limits is settings.limits
+
+
+def test_settings_take_only_options_by_name() -> None:
+    """Settings.from_options names options as the command line does; a name that is no
+    option (a group's own field name included) is a TypeError."""
+    assert Settings.from_options(admin_port=9100).admin.port == 9100
+    for name in ("bets", "nope", "retry"):
+        with pytest.raises(TypeError, match=name):
+            Settings.from_options(**{name: 1})
 
 
 @pytest.mark.parametrize("rounds", [9, 1_001, -1])
@@ -589,11 +608,11 @@ def test_demo_mode_and_secret_decide_the_initial_balance_and_the_policy(
     secret: 0 to start, guests and anonymous spectators off unless switched on."""
     demo = _settings()
     assert demo.demo and demo.resolved_initial_balance() == 1_000_000
-    policy = demo.auth_policy()
+    policy = demo.auth.policy()
     assert policy.demo and policy.guests_allowed and policy.allow_anonymous_spectators
     secured = _settings("--secret", SECRET)
     assert not secured.demo and secured.resolved_initial_balance() == 0
-    policy = secured.auth_policy()
+    policy = secured.auth.policy()
     assert policy.secret == SECRET
     assert not policy.guests_allowed and not policy.allow_anonymous_spectators
     opened = _settings(
@@ -604,7 +623,7 @@ def test_demo_mode_and_secret_decide_the_initial_balance_and_the_policy(
         "--initial-balance",
         "7",
     )
-    assert opened.auth_policy().guests_allowed and opened.auth_policy().allow_anonymous_spectators
+    assert opened.auth.policy().guests_allowed and opened.auth.policy().allow_anonymous_spectators
     assert opened.resolved_initial_balance() == 7
 
 
@@ -613,10 +632,10 @@ def test_yes_no_settings_read_their_variables(clean_env: pytest.MonkeyPatch) -> 
     that is not yes or no is a clear error."""
     clean_env.setenv("BACCARAT_SECRET", SECRET)
     clean_env.setenv("BACCARAT_ALLOW_GUESTS", "yes")
-    assert _settings().allow_guests is True
-    assert _settings("--no-allow-guests").allow_guests is False
+    assert _settings().auth.allow_guests is True
+    assert _settings("--no-allow-guests").auth.allow_guests is False
     clean_env.setenv("BACCARAT_ALLOW_ANONYMOUS_SPECTATORS", "0")
-    assert _settings().allow_anonymous_spectators is False
+    assert _settings().auth.allow_anonymous_spectators is False
     clean_env.setenv("BACCARAT_ALLOW_GUESTS", "maybe")
     with pytest.raises(ValueError, match="--allow-guests is yes or no"):
         _settings()
@@ -629,14 +648,14 @@ def test_yes_no_settings_read_their_variables(clean_env: pytest.MonkeyPatch) -> 
 def test_a_bad_secret_is_refused_at_start(secret: str, problem: str) -> None:
     """A short secret, or a path naming no file, stops the node with one line."""
     with pytest.raises(ValueError, match=problem):
-        Settings(secret=secret)
+        Settings.from_options(secret=secret)
 
 
 def test_a_secret_file_is_read(tmp_path: Path) -> None:
     """--secret may name a file (a Docker or Kubernetes secret): its contents are the secret."""
     path = tmp_path / "secret"
     path.write_text(SECRET + "\n")
-    assert Settings(secret=str(path)).auth_policy().secret == SECRET
+    assert Settings.from_options(secret=str(path)).auth.policy().secret == SECRET
 
 
 class _LosesACancel(MemoryStore):
@@ -665,7 +684,7 @@ async def test_a_cancel_lost_in_a_store_call_does_not_hang_the_stop() -> None:
     went on to own the table, playing in child tasks that never heard of the cancel, and
     Node.stop waited for that loop for ever. Unbounded here (no STOP_TIMEOUT_S): it ends."""
     store = _LosesACancel()
-    settings = Settings(
+    settings = Settings.from_options(
         port=0, tables="t1=classic8", betting_window=0.2, static_dir="/nonexistent/static"
     )
     node = Node(settings, store=store)

@@ -53,7 +53,7 @@ TIMEOUT = 15.0
 # Banker win with a Player pair (bets never influence the cards; only the seed does).
 SEED = 24
 
-MAIN = Settings(
+MAIN = Settings.from_options(
     port=0,
     tables="classic8",
     betting_window=0.5,
@@ -524,7 +524,7 @@ async def _noop() -> None:
 
 async def capture_shoe_end() -> None:
     """A four-deck table with zero pauses plays a whole shoe in about half a second."""
-    settings = Settings(
+    settings = Settings.from_options(
         port=0,
         tables="short=fourdeck",
         betting_window=0.01,
@@ -590,7 +590,7 @@ async def capture_shoe_end() -> None:
 
 async def capture_bet_id_per_table() -> None:
     """The same bet_id on two tables is two bets; again on one table, the first receipt."""
-    settings = Settings(
+    settings = Settings.from_options(
         port=0,
         tables="classic8,punto6",
         betting_window=0.5,
@@ -640,7 +640,7 @@ async def capture_bet_id_per_table() -> None:
 
 async def capture_slow_client() -> None:
     """A client that stops reading while it asks for replays is cut off, without a close."""
-    settings = Settings(
+    settings = Settings.from_options(
         port=0,
         tables="classic8",
         betting_window=0.5,
@@ -745,7 +745,7 @@ async def capture_history_loss() -> None:
 
 async def capture_limits() -> None:
     """Issue 7's limits: strings UTF-8 cannot carry, rates, a flood, replay pages."""
-    settings = Settings(
+    settings = Settings.from_options(
         port=0,
         tables="classic8",
         betting_window=1.0,
@@ -823,7 +823,7 @@ async def capture_limits() -> None:
 
 async def capture_connection_limits() -> None:
     """Issue 7's connection limits and HTTP answers: 429, 403, /readyz, bad paths."""
-    settings = Settings(
+    settings = Settings.from_options(
         port=0,
         tables="classic8",
         max_connections_per_ip=2,

@@ -1,11 +1,12 @@
-"""Plain HTTP answered before the WebSocket upgrade: health, status, the demo client's files.
+"""Plain HTTP on the public port, answered before the WebSocket upgrade: health, the lobby, the
+demo client's files. (/metrics, /status and /api/... are on the admin listener: admin.py.)
 
 `/healthz` is liveness (the process answers); `/readyz` is readiness (the store answers and the
 node is not draining), for a load balancer to stop sending clients here. A request path is
 percent-decoded strictly: NUL or control characters, bad percent-encoding or bytes that are not
 UTF-8 get 400; anything that names no file under the static folder, `..` included, gets 404.
 These routes answer GET and HEAD (the head alone, Content-Length included); any other method
-gets 405 with `Allow: GET, HEAD` (the operator API under /api/ has its own methods).
+gets 405 with `Allow: GET, HEAD`.
 
 Static files are never held whole per request: a file up to SMALL_FILE_BYTES is read once and
 kept (checked against its size and mtime on each request, so an edited page is served fresh);
@@ -26,18 +27,12 @@ import re
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO
 from urllib.parse import unquote
 
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
-
-from server.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
-from server.transport.http_body import API_PREFIX, posted_body, request_method
-
-if TYPE_CHECKING:  # operator_api builds its answers with this module's json_response
-    from server.transport.operator_api import OperatorApi
 
 __all__ = [
     "CHUNK_BYTES",
@@ -123,22 +118,13 @@ class HttpRoutes:
 
     def __init__(
         self,
-        status: Callable[[], Awaitable[dict[str, Any]]],
         static_dir: Path | None,
         readiness: Readiness | None = None,
-        metrics: Callable[[], bytes] | None = None,
-        api: OperatorApi | None = None,
-        status_needs_operator: bool = False,
         lobby: Callable[[], dict[str, Any]] | None = None,
         draining: Callable[[], bool] | None = None,
     ) -> None:
-        self.status = status
         self.static_dir = static_dir.resolve() if static_dir else None
         self.readiness = readiness
-        self.metrics = metrics  # the Prometheus text of GET /metrics
-        self.api = api  # /api/...: the operator API
-        # With a secret configured /status says who owns what only to operators.
-        self.status_needs_operator = status_needs_operator and api is not None
         self.lobby = lobby  # GET /lobby: what any page may know (this node's watchers)
         # A draining node refuses new WebSockets with 503: a proxy that cannot poll /readyz
         # (open-source nginx) retries the handshake on another node (proxy_next_upstream).
@@ -154,45 +140,26 @@ class HttpRoutes:
             if self.draining is not None and self.draining():
                 return text_response(HTTPStatus.SERVICE_UNAVAILABLE, "draining\n")
             return None  # go on with the WebSocket handshake (websockets takes only GET)
-        method = request_method(connection, request)
-        if path.startswith(API_PREFIX) and self.api is not None:
-            return await self.api(request, method, path, posted_body(connection))
+        method = str(getattr(request, "method", "GET"))  # websockets < 16 parses GETs only
         if method not in PLAIN_METHODS:
             response = text_response(
                 HTTPStatus.METHOD_NOT_ALLOWED, f"use {' or '.join(PLAIN_METHODS)}\n"
             )
             response.headers["Allow"] = ", ".join(PLAIN_METHODS)
             return response
-        response = await self._plain(connection, path, request, head_only=method == "HEAD")
+        response = await self._plain(connection, path, head_only=method == "HEAD")
         if method == "HEAD" and response.body:  # the head alone, Content-Length as for GET
             response = dataclasses.replace(response, body=b"")
         return response
 
-    async def _plain(
-        self, connection: ServerConnection, path: str, request: Request, head_only: bool
-    ) -> Response:
+    async def _plain(self, connection: ServerConnection, path: str, head_only: bool) -> Response:
         if path == "/healthz":
             return text_response(HTTPStatus.OK, "ok\n")
         if path == "/readyz":
             return await self._ready()
-        if path == "/status":
-            return await self._status(request)
         if path == "/lobby" and self.lobby is not None:
             return json_response(self.lobby())
-        if path == "/metrics" and self.metrics is not None:
-            return _response(HTTPStatus.OK, self.metrics(), METRICS_CONTENT_TYPE)
         return await self._static(connection, path, head_only)
-
-    async def _status(self, request: Request) -> Response:
-        if self.status_needs_operator:
-            assert self.api is not None
-            refused = self.api.refusal(request.headers)
-            if refused is not None:
-                return refused
-        report = await self.status()
-        # A report with an `error` is what the node knows without its store: 503.
-        failed = "error" in report
-        return json_response(report, HTTPStatus.SERVICE_UNAVAILABLE if failed else HTTPStatus.OK)
 
     async def _ready(self) -> Response:
         problem = await self.readiness() if self.readiness else None

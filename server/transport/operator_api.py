@@ -1,4 +1,4 @@
-"""The operator HTTP API (issues 8 and 11), on the same port as /ws.
+"""The operator HTTP API (issues 8 and 11), on the admin listener (server/transport/admin.py).
 
 Every route needs `Authorization: Bearer <operator token>`: none or a bad one gets 401, a
 valid token of another role 403. Answers are JSON; a refusal is `{"error": code, "message":
@@ -11,10 +11,16 @@ valid token of another role 403. Answers are JSON; a refusal is `{"error": code,
 - `GET /api/tables`: every table's state, owner and counts.
 - `POST /api/tables/{id}/pause` and `/resume`: no new round opens while paused (the round in
   play finishes); the request is kept in the store, so it holds on every node.
+
+aiohttp parses the request; this module judges its body before reading it: a Content-Length
+over MAX_BODY_BYTES is 413 on the head alone, a chunked body 411 (a caller sends its small JSON
+with a length), and a body that does not arrive within `body_timeout` is 408. A POST with
+neither header has no body (RFC 9112, section 6.3), as `curl -X POST` sends a pause.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -22,16 +28,25 @@ from http import HTTPStatus
 from typing import Any
 
 import structlog
-from websockets.http11 import Request, Response
+from aiohttp import hdrs, web
 
 from server.auth import AuthError, AuthPolicy, check_player_id
 from server.metrics import Metrics
 from server.store.base import StateUnreadable, Store, StoreUnavailable
 from server.store.wallet import MOVEMENTS_KEPT, InsufficientFunds, LedgerLimit, check_movement
-from server.transport.http import json_response
-from server.transport.http_body import API_PREFIX, Posted
 
-__all__ = ["ApiError", "OperatorApi", "error_response", "table_rows"]
+__all__ = [
+    "API_PREFIX",
+    "MAX_BODY_BYTES",
+    "ApiError",
+    "OperatorApi",
+    "error_response",
+    "json_response",
+    "table_rows",
+]
+
+API_PREFIX = "/api/"
+MAX_BODY_BYTES = 16 * 1024  # a credit is under 100 bytes of JSON
 
 MAX_KEY_CHARS = 128  # an idempotency key is kept per player; bound what a caller may store
 # A JSON integer in a body: an amount below MONEY_LIMIT (2**53) has 16 digits, so this leaves
@@ -49,7 +64,14 @@ class ApiError(Exception):
     extra: dict[str, Any] | None = None
 
 
-def error_response(error: ApiError) -> Response:
+def json_response(data: Any, status: HTTPStatus = HTTPStatus.OK) -> web.Response:
+    # `body`, not `text`: the Content-Type stays exactly application/json (no charset).
+    return web.Response(
+        status=status, body=json.dumps(data).encode(), content_type="application/json"
+    )
+
+
+def error_response(error: ApiError) -> web.Response:
     body: dict[str, Any] = {"error": error.code, "message": error.message, **(error.extra or {})}
     response = json_response(body, error.status)
     if error.status is HTTPStatus.UNAUTHORIZED:
@@ -59,10 +81,11 @@ def error_response(error: ApiError) -> Response:
     return response
 
 
-_REFUSED_BODY = {
-    HTTPStatus.REQUEST_ENTITY_TOO_LARGE: "body_too_large",
-    HTTPStatus.LENGTH_REQUIRED: "length_required",
-}
+_TOO_LARGE = ApiError(
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+    "body_too_large",
+    f"the body may have {MAX_BODY_BYTES} bytes",
+)
 
 
 class OperatorApi:
@@ -75,12 +98,14 @@ class OperatorApi:
         tables: TableRows,
         on_pause: Callable[[str], None],
         metrics: Metrics,
+        body_timeout: float = 10.0,
     ) -> None:
         self.auth = auth
         self.store = store
         self.tables = tables  # every table's row of GET /api/tables
         self.on_pause = on_pause  # a table's pause request changed: wake its loop if local
         self.metrics = metrics
+        self.body_timeout = body_timeout  # seconds a request's body may take to arrive
         self.log = structlog.get_logger("operator")
 
     def authorize(self, headers: Mapping[str, str]) -> str:
@@ -92,7 +117,7 @@ class OperatorApi:
             raise ApiError(HTTPStatus(error.status), code, error.reason) from None
         return identity.player or "?"
 
-    def refusal(self, headers: Mapping[str, str]) -> Response | None:
+    def refusal(self, headers: Mapping[str, str]) -> web.Response | None:
         """The 401/403 answer for a request without an operator token; None for an operator."""
         try:
             self.authorize(headers)
@@ -100,18 +125,15 @@ class OperatorApi:
             return error_response(error)
         return None
 
-    async def __call__(
-        self, request: Request, method: str, path: str, posted: Posted | None
-    ) -> Response:
+    async def handle(self, request: web.Request) -> web.Response:
+        """The aiohttp handler of every path under /api/."""
         action = "unknown"
         try:
-            route = path.removeprefix(API_PREFIX).split("/")
-            action = _action(method, route)
-            if posted is not None and posted.refused is not None:
-                status, reason = posted.refused
-                raise ApiError(status, _REFUSED_BODY.get(status, "bad_request"), reason)
+            route = request.path.removeprefix(API_PREFIX).split("/")
+            action = _action(request.method, route)
+            _check_framing(request)  # before the token: a refusal on the head alone
             operator = self.authorize(request.headers)
-            response = await self._route(action, route, posted, operator)
+            response = await self._route(action, route, request, operator)
         except ApiError as error:
             response = error_response(error)
         except StoreUnavailable:
@@ -119,23 +141,39 @@ class OperatorApi:
             response = error_response(
                 ApiError(HTTPStatus.SERVICE_UNAVAILABLE, "unavailable", "storage is unavailable")
             )
-        self.metrics.operator_request(action, response.status_code)
+        self.metrics.operator_request(action, response.status)
         return response
 
     async def _route(
-        self, action: str, route: list[str], posted: Posted | None, operator: str
-    ) -> Response:
+        self, action: str, route: list[str], request: web.Request, operator: str
+    ) -> web.Response:
         if action == "player":
             return await self._player(_player_id(route[1]))
         if action in ("credit", "debit"):
-            return await self._move(action, _player_id(route[1]), _body(posted), operator)
+            player = _player_id(route[1])
+            return await self._move(action, player, _body(await self._read(request)), operator)
         if action == "tables":
             return json_response({"tables": await self.tables()})
         if action in ("pause", "resume"):
             return await self._pause(route[1], action == "pause", operator)
         raise AssertionError(action)  # _action knows every route
 
-    async def _player(self, player: str) -> Response:
+    async def _read(self, request: web.Request) -> bytes:
+        """The request's body (aiohttp stops it at the app's client_max_size); 408 when it
+        does not arrive in time."""
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise _TOO_LARGE from None
+        except TimeoutError:
+            raise ApiError(
+                HTTPStatus.REQUEST_TIMEOUT,
+                "body_timeout",
+                f"the body did not arrive within {self.body_timeout:g} s",
+            ) from None
+
+    async def _player(self, player: str) -> web.Response:
         balance = await self.store.balance(player)
         if balance is None:
             raise ApiError(HTTPStatus.NOT_FOUND, "unknown_player", f"no player {player!r}")
@@ -150,7 +188,7 @@ class OperatorApi:
 
     async def _move(
         self, action: str, player: str, body: dict[str, Any], operator: str
-    ) -> Response:
+    ) -> web.Response:
         amount, key = body.get("amount"), body.get("idempotency_key")
         if type(amount) is not int or amount <= 0:
             raise ApiError(
@@ -193,7 +231,7 @@ class OperatorApi:
             }
         )
 
-    async def _pause(self, table_id: str, paused: bool, operator: str) -> Response:
+    async def _pause(self, table_id: str, paused: bool, operator: str) -> web.Response:
         if not table_id or await self.store.rules(table_id) is None:
             raise ApiError(HTTPStatus.NOT_FOUND, "unknown_table", f"no table {table_id!r}")
         changed = await self.store.set_paused(table_id, paused)
@@ -237,6 +275,16 @@ def _action(method: str, route: list[str]) -> str:
     raise ApiError(HTTPStatus.NOT_FOUND, "not_found", "no such operator route")
 
 
+def _check_framing(request: web.Request) -> None:
+    """ApiError for a body we will not read: too long by its Content-Length, or chunked."""
+    if hdrs.TRANSFER_ENCODING in request.headers:
+        raise ApiError(
+            HTTPStatus.LENGTH_REQUIRED, "length_required", "send the body with a Content-Length"
+        )
+    if (request.content_length or 0) > MAX_BODY_BYTES:
+        raise _TOO_LARGE
+
+
 def _player_id(value: str) -> str:
     try:
         return check_player_id(value)
@@ -260,9 +308,8 @@ def _not_a_number(name: str) -> Any:
     raise _BadNumber(f"{name} is not a JSON number")  # Python's json would read it as a float
 
 
-def _body(posted: Posted | None) -> dict[str, Any]:
+def _body(raw: bytes) -> dict[str, Any]:
     """The request's JSON object; ApiError 400 otherwise."""
-    raw = posted.body if posted is not None else b""
     try:
         body = json.loads(raw, parse_int=_whole_number, parse_constant=_not_a_number)
     except _BadNumber as error:

@@ -24,7 +24,6 @@ from server.transport.http import (
     decode_path,
     text_response,
 )
-from server.transport.http_body import BodyReading
 from server.transport.session import Session, SessionContext
 from server.wire.codec import SUBPROTOCOLS, Encoding
 
@@ -107,8 +106,10 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
     # Open connections per player on this node, counted from admission to close.
     per_player: Counter[str] = Counter()
 
-    class Connection(BodyReading):  # BodyReading reads POST bodies for the operator API
-        # Slots, not instance attributes: see BodyReading.
+    class Connection(ServerConnection):
+        # Slots, not instance attributes: websockets' connection already holds 28 attributes
+        # and CPython shares an instance dict's keys only up to 30, so a few more would give
+        # every connection a dict of its own (~1.3 KiB more per connection).
         __slots__ = ("admission", "peer_ip")
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -148,7 +148,7 @@ class LiveServer:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(within(timeout))
 
     def settings(self, node_id: str, port: int, **changes: Any) -> Settings:
-        return Settings(port=port, node_id=node_id, **{**self.overrides, **changes})
+        return Settings.from_options(port=port, node_id=node_id, **{**self.overrides, **changes})
 
     def start(self) -> LiveServer:
         async def start() -> None:

@@ -181,13 +181,29 @@ def test_nginx_logs_no_query_strings() -> None:
 
 
 def test_prometheus_scrapes_every_node() -> None:
-    """deploy/prometheus.yml scrapes exactly the compose nodes, on their port."""
+    """deploy/prometheus.yml scrapes exactly the compose nodes, on their admin port (which
+    serves /metrics; the public port does not)."""
     prometheus = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
     (job,) = [j for j in prometheus["scrape_configs"] if j["job_name"] == "baccarat"]
     targets = [t for config in job["static_configs"] for t in config["targets"]]
     assert sorted(t.split(":")[0] for t in targets) == NODES
-    assert all(t.endswith(":8765") for t in targets)
+    admin_ports = {SERVICES[name]["environment"]["BACCARAT_ADMIN_PORT"] for name in NODES}
+    assert admin_ports == {"8766"}
+    assert all(t.endswith(":8766") for t in targets)
     assert job["metrics_path"] == "/metrics"
+
+
+def test_the_admin_port_is_not_published_to_the_host() -> None:
+    """Only nginx and Prometheus publish ports; the nodes' admin listener is bound on the
+    compose network (for Prometheus) and nginx proxies none of it."""
+    for name in NODES:
+        node = SERVICES[name]
+        assert "ports" not in node, name
+        assert node["environment"]["BACCARAT_ADMIN_HOST"] == "0.0.0.0"
+    published = {name for name, service in SERVICES.items() if "ports" in service}
+    assert published == {"nginx", "prometheus"}
+    conf = (REPO / "deploy" / "nginx.conf").read_text()
+    assert ":8766" not in conf
 
 
 def test_bots_go_through_nginx() -> None:

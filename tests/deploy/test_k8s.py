@@ -49,7 +49,22 @@ def test_probes_readiness_on_readyz_liveness_on_healthz() -> None:
     assert (port["name"], port["containerPort"]) == ("http", 8765)
     assert CONTAINER["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert CONTAINER["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert CONTAINER["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert ENV["BACCARAT_PORT"]["value"] == "8765"
+
+
+def test_prometheus_scrapes_the_admin_port() -> None:
+    """/metrics is on the admin listener: a port of its own in the pod and the Service, named
+    `admin`, bound on the pod's address, and the one the scrape annotations name."""
+    ports = {p["name"]: p["containerPort"] for p in CONTAINER["ports"]}
+    assert ports == {"http": 8765, "admin": 8766}
+    assert ENV["BACCARAT_ADMIN_PORT"]["value"] == "8766"
+    assert ENV["BACCARAT_ADMIN_HOST"]["value"] == "0.0.0.0"
+    annotations = POD["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "8766"
+    assert annotations["prometheus.io/path"] == "/metrics"
+    service = {p["name"]: p for p in _one("Service", "baccarat")["spec"]["ports"]}
+    assert service["admin"]["targetPort"] == "admin" and service["http"]["targetPort"] == "http"
 
 
 def test_a_rolling_update_never_drops_below_the_wanted_pods() -> None:

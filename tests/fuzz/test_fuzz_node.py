@@ -186,7 +186,7 @@ def live(request: pytest.FixtureRequest) -> Iterator[tuple[LiveNode, list[Any], 
         structlog.testing.capture_logs() as events,
         asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner,
     ):
-        node = Node(Settings(**SETTINGS, node_id=f"fuzz-{engine}"), store=store)
+        node = Node(Settings.from_options(**SETTINGS, node_id=f"fuzz-{engine}"), store=store)
         runner.run(node.start())
         live = LiveNode(runner, node)
         try:

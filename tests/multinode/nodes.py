@@ -23,8 +23,12 @@ FAST = {
     "--next-round-pause": "0.05",
     "--lease-ttl": "1.5",
     "--drain-seconds": "0",  # SIGTERM stops at once: no load balancer to drain for
+    # A free admin port, read from the startup line: the default (--port + 1) may be a port
+    # another process of the test holds.
+    "--admin-port": "0",
 }
 _SERVING = re.compile(r"serving on ws://[\d.]+:(\d+)/ws")
+_ADMIN = re.compile(r"admin on http://[\d.]+:(\d+)/")
 
 
 class NodeProcess:
@@ -52,6 +56,7 @@ class NodeProcess:
         ]
         self.proc: asyncio.subprocess.Process | None = None
         self.port = 0
+        self.admin_port = 0  # /status, /metrics, /api/...: the admin listener
         self.log: list[str] = []
         self._drain: asyncio.Task[None] | None = None
         self._new_line = asyncio.Condition()
@@ -62,13 +67,15 @@ class NodeProcess:
         )
         assert self.proc.stderr is not None
         async with asyncio.timeout(15 * SCALE):
-            while not self.port:
+            while not (self.port and self.admin_port):
                 line = (await self.proc.stderr.readline()).decode()
                 if not line:
                     raise RuntimeError(f"{self.node_id} exited:\n" + "".join(self.log))
                 self.log.append(line)
                 if match := _SERVING.search(line):
                     self.port = int(match.group(1))
+                if match := _ADMIN.search(line):
+                    self.admin_port = int(match.group(1))
         self._drain = asyncio.create_task(self._keep_draining())
         return self
 
@@ -116,7 +123,7 @@ class NodeProcess:
         return code
 
     async def status(self) -> dict[str, Any]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.admin_port)
         writer.write(b"GET /status HTTP/1.1\r\nHost: localhost\r\n\r\n")
         await writer.drain()
         raw = await reader.read()

@@ -32,6 +32,13 @@ async def test_two_workers_serve_one_port_without_a_gap_and_stop_together(
             if len(by_worker) == 2:
                 break
         assert sorted(by_worker) == ["w-0", "w-1"]  # each worker is a node of its own
+        # They share the admin port as well: each answers /status (and /metrics) for itself.
+        answered: set[str] = set()
+        for _ in range(64):
+            answered.add((await node.status())["node"])
+            if len(answered) == 2:
+                break
+        assert answered == {"w-0", "w-1"}
         # Demo mode: the workers share one secret, so a guest's token is good on either.
         guest = by_worker["w-0"].welcome
         for _ in range(64):
@@ -54,8 +61,9 @@ async def test_two_workers_serve_one_port_without_a_gap_and_stop_together(
     assert await node.stop() == 0  # SIGTERM to the parent: it is passed on to both workers
     stopped = [json.loads(line) for line in node.log if '"stopped"' in line]
     assert sorted(entry["node"] for entry in stopped) == ["w-0", "w-1"]
-    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", node.port), timeout=2):
-        pass  # nobody listens any more
+    for port in (node.port, node.admin_port):
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass  # nobody listens any more
 
 
 def _children(pid: int) -> list[int]:

@@ -136,7 +136,7 @@ async def make_node(request: pytest.FixtureRequest) -> AsyncIterator[NodeFactory
 
         async def factory(engine: str = "memory", **overrides: Any) -> Node:
             nonlocal url
-            settings = Settings(port=0, **{**FAST, **overrides})
+            settings = Settings.from_options(port=0, **{**FAST, **overrides})
             store: Store | None = None
             if engine == "redis":
                 from server.store.redis import RedisStore

@@ -1,5 +1,6 @@
 """A raw HTTP/1.1 client over loopback TCP for the operator API tests: one request per
-connection (the server answers and closes), bytes written exactly as given."""
+connection (the server answers and closes), bytes written exactly as given, to the node's
+admin listener or (admin=False) its public port."""
 
 from __future__ import annotations
 
@@ -34,9 +35,16 @@ def parse_answer(raw: bytes) -> Answer:
     return Answer(int(status_line.split()[1]), headers, body)
 
 
-async def send_raw(node: Node, *chunks: bytes) -> bytes:
+def port_of(node: Node, admin: bool) -> int:
+    if not admin:
+        return node.port
+    assert node.admin_port is not None, "the node runs without its admin listener"
+    return node.admin_port
+
+
+async def send_raw(node: Node, *chunks: bytes, admin: bool = False) -> bytes:
     """Write each chunk (draining between them) and read until the server closes."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", node.port)
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(node, admin))
     try:
         for chunk in chunks:
             writer.write(chunk)
@@ -71,10 +79,11 @@ async def call(
     path: str,
     body: Any = None,
     token: str | None = None,
+    admin: bool = True,
 ) -> Answer:
-    """One request; `body` (not bytes) is sent as JSON."""
+    """One request, to the admin listener unless told; `body` (not bytes) is sent as JSON."""
     raw = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    return parse_answer(await send_raw(node, request_bytes(method, path, raw, token)))
+    return parse_answer(await send_raw(node, request_bytes(method, path, raw, token), admin=admin))
 
 
 def token_for(node: Node, player: str = "ops", role: str = "operator") -> str:

@@ -27,12 +27,13 @@ from tests.transport.conftest import (
     ServerLog,
     within,
 )
-from tests.transport.http_client import parse_answer, request_bytes, send_raw
+from tests.transport.http_client import parse_answer, port_of, request_bytes, send_raw
 
 
-async def _get(node: Node, path: str) -> tuple[int, dict[str, str], bytes]:
-    """One GET over a raw TCP connection; the server answers and closes."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", node.port)
+async def _get(node: Node, path: str, admin: bool = False) -> tuple[int, dict[str, str], bytes]:
+    """One GET over a raw TCP connection (to the admin listener if told); the server answers
+    and closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port_of(node, admin))
     try:
         writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
         await writer.drain()
@@ -82,7 +83,7 @@ async def test_drain_then_stop_closes_clients_with_1001_and_releases_leases(
 ) -> None:
     """drain_and_stop: /readyz 503 at once, clients served through the drain, then closed
     with 1001 and the table's lease released."""
-    node = Node(Settings(port=0, **{**FAST, "drain_seconds": 0.3 * within(1)}))
+    node = Node(Settings.from_options(port=0, **{**FAST, "drain_seconds": 0.3 * within(1)}))
     await node.start()
     try:
         client = await open_client(node)
@@ -109,7 +110,7 @@ async def test_readyz_is_503_while_redis_is_down() -> None:
         from server.store.redis import RedisStore
 
         store = RedisStore.from_url(redis.url, key_prefix="readyz")
-        async with Node(Settings(port=0, **FAST), store=store) as node:
+        async with Node(Settings.from_options(port=0, **FAST), store=store) as node:
             assert (await _get(node, "/readyz"))[0] == 200
             redis.stop()
             status, _, body = await _get(node, "/readyz")
@@ -130,12 +131,12 @@ async def test_status_is_503_with_what_is_known_while_redis_is_down(
         from server.store.redis import RedisStore
 
         store = RedisStore.from_url(redis.url, key_prefix="status-down")
-        async with Node(Settings(port=0, **FAST), store=store) as node:
-            status, _, body = await _get(node, "/status")
+        async with Node(Settings.from_options(port=0, **FAST), store=store) as node:
+            status, _, body = await _get(node, "/status", admin=True)
             assert status == 200 and "error" not in json.loads(body)
             redis.stop()
             for _ in range(2):
-                status, headers, body = await _get(node, "/status")
+                status, headers, body = await _get(node, "/status", admin=True)
                 assert status == 503 and headers["content-type"] == "application/json"
                 report = json.loads(body)
                 assert report["error"] == "storage is unavailable"
@@ -143,7 +144,7 @@ async def test_status_is_503_with_what_is_known_while_redis_is_down(
                 assert report["connections"] == 0 and report["draining"] is False
             assert server_log.failures() == []
             redis.start()
-            assert (await _get(node, "/status"))[0] == 200
+            assert (await _get(node, "/status", admin=True))[0] == 200
 
 
 @pytest.mark.parametrize(
@@ -179,7 +180,7 @@ async def test_status_reports_the_node(node: Node, open_client: ClientFactory) -
     """GET /status is JSON naming the node, the table it owns and its connections."""
     client = await open_client(node)
     await client.join()
-    status, headers, body = await _get(node, "/status")
+    status, headers, body = await _get(node, "/status", admin=True)
     assert status == 200 and headers["content-type"] == "application/json"
     report = json.loads(body)
     assert report["node"] == "test-node" and report["engine"] == "memory"

@@ -39,7 +39,7 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 async def _scrape(node: Node) -> tuple[dict[str, str], Samples]:
     """GET /metrics over HTTP: family name -> type, and every sample's value."""
-    status, headers, body = await _get(node, "/metrics")
+    status, headers, body = await _get(node, "/metrics", admin=True)
     assert status == 200 and headers["content-type"] == CONTENT_TYPE
     families = list(text_string_to_metric_families(body.decode()))
     samples = {(s.name, frozenset(s.labels.items())): s.value for f in families for s in f.samples}

@@ -137,7 +137,7 @@ async def _cluster(redis_url: str) -> AsyncIterator[tuple[Node, Node]]:
     nodes = []
     try:
         for name in ("node-a", "node-b"):
-            settings = Settings(
+            settings = Settings.from_options(
                 port=0, **{**FAST, "node_id": name, "secret": SECRET, "allow_guests": True}
             )
             store = RedisStore.from_url(redis_url, key_prefix=prefix)
@@ -198,7 +198,7 @@ async def test_lobby_counts_stay_public_with_a_secret(
     node = await make_node(secret=SECRET, allow_guests=True)
     client = await open_client(node)
     await client.join()
-    answer = await call(node, "GET", "/lobby")
+    answer = await call(node, "GET", "/lobby", admin=False)
     assert answer.status == 200
     assert answer.json() == {"node": node.node_id, "subscribers": {TABLE: 1}, "guests": True}
 
@@ -206,5 +206,5 @@ async def test_lobby_counts_stay_public_with_a_secret(
 async def test_lobby_says_when_guests_are_not_let_in(make_node: NodeFactory) -> None:
     """A --secret site without --allow-guests: the page must not offer a "new guest" tab."""
     node = await make_node(secret=SECRET)
-    answer = await call(node, "GET", "/lobby")
+    answer = await call(node, "GET", "/lobby", admin=False)
     assert answer.json() == {"node": node.node_id, "subscribers": {}, "guests": False}

@@ -206,7 +206,7 @@ async def redis_pair(
 
             nodes = []
             for name in ("n1", "n2"):
-                settings = Settings(port=0, **{**FAST, "node_id": name, **overrides})
+                settings = Settings.from_options(port=0, **{**FAST, "node_id": name, **overrides})
                 store = RedisStore.from_url(url, key_prefix=prefix)
                 nodes.append(await stack.enter_async_context(Node(settings, store=store)))
             return nodes[0], nodes[1]

@@ -159,7 +159,7 @@ async def test_snapshot_describes_the_table(node: Node, open_client: ClientFacto
     assert "recovered" not in snap
     assert set(snap["roads"]) >= {"bead_plate", "big_road"}
     if snap["phase"] == "betting":
-        assert 0 <= snap["time_left_ms"] <= node.settings.betting_window * 1000
+        assert 0 <= snap["time_left_ms"] <= node.settings.timings.betting_window * 1000
     # Then any catch-up events, `joined` with the seq live events follow, and those events.
     joined = await client.reply("joined")
     assert joined["table"] == TABLE and joined["seq"] >= snap["seq"]
