@@ -68,6 +68,17 @@ class Metrics:
         self._connections = _Connections()
         reg.register(self._connections)
         ProcessCollector(registry=reg)  # RSS, CPU, open fds of this process
+        # Registered in this order, which is the order /metrics lists them in.
+        self._client_traffic(reg)
+        self._table_loops(reg)
+        self._limits(reg)
+        # Label children cached: a hot path pays one dict lookup, not labels()'s validation.
+        self._out: dict[str, PromCounter] = {}
+        self._in: dict[str, PromCounter] = {}
+        self._answered: dict[str, PromCounter] = {}
+
+    def _client_traffic(self, reg: CollectorRegistry) -> None:
+        """Messages in and out, and how long an event and a bet take to reach a client."""
         self.messages_in = PromCounter(
             "baccarat_messages_in", "Client messages handled, by type", ["type"], registry=reg
         )
@@ -92,6 +103,9 @@ class Metrics:
             ["result"],
             registry=reg,
         )
+
+    def _table_loops(self, reg: CollectorRegistry) -> None:
+        """What the table loops did: rounds, leases, and the store calls that failed."""
         self.rounds = PromCounter(
             "baccarat_rounds", "Rounds this node settled, by outcome", ["outcome"], registry=reg
         )
@@ -113,6 +127,9 @@ class Metrics:
             ["component"],
             registry=reg,
         )
+
+    def _limits(self, reg: CollectorRegistry) -> None:
+        """Clients cut off or refused by a limit, and the operator API's requests."""
         self.slow_clients_dropped = PromCounter(
             "baccarat_slow_clients_dropped",
             "Clients cut off for falling too far behind (--max-buffer-bytes)",
@@ -131,10 +148,6 @@ class Metrics:
             ["action", "status"],
             registry=reg,
         )
-        # Label children cached: a hot path pays one dict lookup, not labels()'s validation.
-        self._out: dict[str, PromCounter] = {}
-        self._in: dict[str, PromCounter] = {}
-        self._answered: dict[str, PromCounter] = {}
 
     # --- wiring ---------------------------------------------------------------------------
     def watch_connections(self, counts: ConnectionCounts) -> None:

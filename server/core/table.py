@@ -150,27 +150,10 @@ def open_round(
     events: list[EventPayload] = []
     shoe = Shoe(state.shoe.cards, state.shoe.position, state.shoe.cut_index) if state.shoe else None
     shoe_number, results, pairs = state.shoe_number, state.results, state.pairs
-    new_shoe = (
-        shoe is None
-        or rules.reshuffle_every_round
-        or state.last_hand  # the previous hand was the shoe's last
-        or not _coup_fits(shoe, shoe.position)  # never start a coup the shoe cannot finish
-    )
     round_no = state.round + 1
-    if new_shoe:
-        shoe = Shoe.shuffled(rules.decks, rules.cut_card_from_end, rng)
+    if shoe is None or _new_shoe_due(state, rules, shoe):
         shoe_number, results, pairs = shoe_number + 1, "", ""
-        events.append(
-            ev.shoe_shuffled(
-                shoe=shoe_number,
-                decks=rules.decks,
-                cut_index=shoe.cut_index,
-                cards=len(shoe.cards),
-            )
-        )
-        burn = shoe.burn()
-        events.append(ev.burn(shoe=shoe_number, shown=_face(burn.shown), burned=burn.burned))
-    assert shoe is not None
+        shoe, events = _fresh_shoe(rules, shoe_number, rng)
     last_hand = shoe.is_last_hand()
     if last_hand and shoe.position == shoe.cut_index:
         # The cut card came out before the first card of this hand: this hand is the last.
@@ -198,6 +181,30 @@ def open_round(
         pairs=pairs,
     )
     return Transition(new_state, events)
+
+
+def _new_shoe_due(state: TableState, rules: TableRules, shoe: Shoe) -> bool:
+    """Whether the next round needs a new shoe, though this one is still in play."""
+    return (
+        rules.reshuffle_every_round
+        or state.last_hand  # the previous hand was the shoe's last
+        or not _coup_fits(shoe, shoe.position)  # never start a coup the shoe cannot finish
+    )
+
+
+def _fresh_shoe(
+    rules: TableRules, shoe_number: int, rng: random.Random
+) -> tuple[Shoe, list[EventPayload]]:
+    """A new shoe, shuffled and its first card burned, and the events that say so."""
+    shoe = Shoe.shuffled(rules.decks, rules.cut_card_from_end, rng)
+    shuffled = ev.shoe_shuffled(
+        shoe=shoe_number,
+        decks=rules.decks,
+        cut_index=shoe.cut_index,
+        cards=len(shoe.cards),
+    )
+    burn = shoe.burn()
+    return shoe, [shuffled, ev.burn(shoe=shoe_number, shown=_face(burn.shown), burned=burn.burned)]
 
 
 def _between_rounds(state: TableState) -> bool:

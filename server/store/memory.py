@@ -4,18 +4,19 @@ Every method runs to completion without awaiting in between its check and its wr
 one event loop each is atomic, the same guarantee the Redis engine gets from Lua scripts. It
 keeps the state as the Redis engine does, an encoded blob beside the few fields bets are
 checked against, so both read, migrate and fail to read a state the same way.
+
+This module holds the engine's tables, bets, commits, settlements, events and leases; its
+records are in server/store/memory_records.py, and the players' money and the guests in
+server/store/memory_wallet.py (a part MemoryStore inherits).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass, field
-from typing import Any
 
-from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot, verify_bet
+from server.core.bets import Bet, BetTotals, Payout, parse_spot, verify_bet
 from server.core.errors import BetRejected, RejectCode
 from server.core.events import EventPayload
 from server.core.recall import RoundSummary
@@ -28,27 +29,18 @@ from server.store.base import (
     BetReceipt,
     Event,
     Lease,
-    Ledger,
     SettledNotice,
     Settlement,
     Snapshot,
     StaleWrite,
-    Store,
     new_epoch,
     too_many_bets,
 )
 from server.store.codec import state_from_bytes, state_to_bytes
+from server.store.memory_records import PlayerRecord, RoundRecord, TableRecord, header_of
+from server.store.memory_wallet import MemoryWallet
 from server.store.recall import history_record, record_body
-from server.store.wallet import (
-    DEFAULT_RECALL_ROUNDS,
-    IDEMPOTENCY_KEYS_KEPT,
-    MONEY_LIMIT,
-    MOVEMENTS_KEPT,
-    InsufficientFunds,
-    Movement,
-    check_ledger,
-    check_movement,
-)
+from server.store.wallet import DEFAULT_RECALL_ROUNDS
 from server.wire.envelope import stamp
 from server.wire.shapes import payout_view
 
@@ -59,65 +51,7 @@ __all__ = ["MemoryStore"]
 NOTICES_QUEUED = 10_000
 
 
-@dataclass(slots=True)
-class _Round:
-    """One round's records, kept and forgotten together (the last history_rounds rounds)."""
-
-    events: list[Event] = field(default_factory=list)
-    bets: list[Bet] = field(default_factory=list)
-    # Running totals, so a bet costs the same however many were placed before it.
-    mine: dict[str, list[Bet]] = field(default_factory=dict)  # player -> their bets
-    stakes: dict[tuple[str, Spot], int] = field(default_factory=dict)  # limits: per player+spot
-    totals: dict[str, int] = field(default_factory=dict)  # spot -> all players' stakes
-    receipts: dict[tuple[str, str], BetReceipt] = field(default_factory=dict)  # (player, bet_id)
-    settlements: dict[str, Settlement] = field(default_factory=dict)
-
-    def bet_totals(self) -> BetTotals:
-        return BetTotals.of(self.totals, len(self.mine), len(self.bets))
-
-
-def _header(state: TableState) -> TableState:
-    """The fields the Redis engine keeps outside its state blob, and no shoe."""
-    return TableState(
-        state.table_id,
-        phase=state.phase,
-        round=state.round,
-        version=state.version,
-        closes_at_ms=state.closes_at_ms,
-        shoe_number=state.shoe_number,
-    )
-
-
-@dataclass(slots=True)
-class _Player:
-    """A player's records beside the balance; all go when a guest expires."""
-
-    balance: int
-    guest_ttl_ms: int | None = None  # None: not a guest, never expires
-    expires_at_ms: int = 0  # a guest's, by the store's clock
-    in_play: int = 0  # stakes debited and not yet settled: a guest with any never expires
-    movements: deque[Movement] = field(default_factory=lambda: deque(maxlen=MOVEMENTS_KEPT))
-    # idempotency key -> its movement, oldest first, the last IDEMPOTENCY_KEYS_KEPT
-    moves: OrderedDict[str, Movement] = field(default_factory=OrderedDict)
-    history: deque[dict[str, Any]] = field(default_factory=deque)  # newest first
-
-
-@dataclass(slots=True)
-class _Table:
-    rules: TableRules
-    header: TableState  # what bets are checked against, readable whatever the blob holds
-    blob: bytes  # the state, stored as the Redis engine stores it (so it can be unreadable)
-    seq: int = 0
-    events: deque[Event] = field(default_factory=deque)
-    rounds: OrderedDict[int, _Round] = field(default_factory=OrderedDict)
-    receipt_rounds: dict[tuple[str, str], int] = field(default_factory=dict)  # -> its round
-    lease: Lease | None = None
-    fence: int = 0  # last fencing token handed out
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    epoch: str = field(default_factory=new_epoch)  # new per table and per process
-
-
-class MemoryStore(Store):
+class MemoryStore(MemoryWallet):
     def __init__(
         self,
         now_ms: Callable[[], int],
@@ -126,39 +60,28 @@ class MemoryStore(Store):
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
         max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
     ) -> None:
-        self._now_ms = now_ms
+        super().__init__(now_ms)  # the wallet's records and counters
         self._max_bets = max(max_bets_per_round, 1)
         self._history_events = history_events
         self._history_rounds = max(history_rounds, 1)
         self._recall_rounds = max(recall_rounds, 1)
-        self._tables: dict[str, _Table] = {}
+        self._tables: dict[str, TableRecord] = {}
         self._paused: set[str] = set()  # tables an operator asked to pause
-        self._players: dict[str, _Player] = {}
-        self._guests: set[str] = set()  # the players that may expire: a sweep looks at these
-        self._issued = 0
-        # The sum of the balances, kept as it changes (ledger() sums them anew), so the ledger
-        # bound is checked without summing every player's balance.
-        self._balances = 0
-        self._in_play = 0
-        self._house = 0
-        self._operator_in = 0
-        self._operator_out = 0
-        self._expired = 0
         self._listeners: set[asyncio.Queue[SettledNotice]] = set()  # settled_notices()
 
-    def _table(self, table_id: str) -> _Table:
+    def _table(self, table_id: str) -> TableRecord:
         table = self._tables.get(table_id)
         if table is None:
             raise BetRejected(RejectCode.UNKNOWN_TABLE, f"no table {table_id!r}")
         return table
 
-    def _round(self, table: _Table, round_no: int) -> _Round:
+    def _round(self, table: TableRecord, round_no: int) -> RoundRecord:
         """The round's records, made on first use; the oldest round beyond history_rounds is
         forgotten with everything it holds. A retried bet for a forgotten round is refused as
         WRONG_ROUND, so forgetting its receipt can never debit twice."""
         record = table.rounds.get(round_no)
         if record is None:
-            record = table.rounds[round_no] = _Round()
+            record = table.rounds[round_no] = RoundRecord()
             while len(table.rounds) > self._history_rounds:
                 _, old = table.rounds.popitem(last=False)
                 for key in old.receipts:
@@ -169,7 +92,7 @@ class MemoryStore(Store):
     async def create_table(self, table_id: str, rules: TableRules) -> None:
         if table_id not in self._tables:
             state = TableState(table_id)
-            self._tables[table_id] = _Table(rules, _header(state), state_to_bytes(state))
+            self._tables[table_id] = TableRecord(rules, header_of(state), state_to_bytes(state))
 
     async def table_ids(self) -> list[str]:
         return list(self._tables)
@@ -191,104 +114,14 @@ class MemoryStore(Store):
         if table is None:
             return None
         state = state_from_bytes(table.blob)
-        record = table.rounds.get(state.round, _Round())
+        record = table.rounds.get(state.round, RoundRecord())
         mine = list(record.mine.get(player, [])) if player is not None else []
         totals = record.bet_totals()
         return Snapshot(
             state, table.seq, table.rules, mine, totals.totals, totals.bettors, epoch=table.epoch
         )
 
-    # --- players and bets ---------------------------------------------------------------
-    async def ensure_player(
-        self, player: str, initial_balance: int, guest_ttl_ms: int | None = None
-    ) -> int:
-        record = self._players.get(player)
-        if record is None:
-            check_ledger(
-                issued=self._issued + initial_balance, balances=self._balances + initial_balance
-            )
-            ttl = None if guest_ttl_ms is None else max(guest_ttl_ms, 0)
-            record = self._players[player] = _Player(initial_balance, ttl)
-            self._issued += initial_balance
-            self._balances += initial_balance
-            if ttl is not None:
-                self._guests.add(player)
-        elif record.guest_ttl_ms is not None and guest_ttl_ms is not None:
-            record.guest_ttl_ms = max(guest_ttl_ms, 0)
-        self._seen(record)
-        return record.balance
-
-    def _seen(self, record: _Player) -> None:
-        """A guest was seen: its expiry moves to its TTL from now."""
-        if record.guest_ttl_ms is not None:
-            record.expires_at_ms = self._now_ms() + record.guest_ttl_ms
-
-    async def balance(self, player: str) -> int | None:
-        record = self._players.get(player)
-        return record.balance if record else None
-
-    async def move_money(self, player: str, amount: int, idempotency_key: str) -> Movement:
-        amount = check_movement(amount, idempotency_key)
-        record = self._players.get(player)
-        if record is not None and (first := record.moves.get(idempotency_key)) is not None:
-            return first
-        balance = record.balance if record is not None else 0
-        if balance + amount < 0:
-            raise InsufficientFunds(player, balance, -amount)
-        if balance + amount >= MONEY_LIMIT:
-            raise ValueError(f"a balance of {balance} + {amount} would pass 2**53")
-        if amount > 0:
-            check_ledger(balances=self._balances + amount, operator_in=self._operator_in + amount)
-        else:
-            check_ledger(balances=self._balances + amount, operator_out=self._operator_out - amount)
-        if record is None:
-            record = self._players[player] = _Player(0)
-        record.balance += amount
-        self._balances += amount
-        if amount > 0:
-            self._operator_in += amount
-        else:
-            self._operator_out -= amount
-        movement = Movement(player, amount, idempotency_key, record.balance, self._now_ms())
-        record.movements.appendleft(movement)
-        record.moves[idempotency_key] = movement
-        while len(record.moves) > IDEMPOTENCY_KEYS_KEPT:
-            record.moves.popitem(last=False)
-        return movement
-
-    async def movements(self, player: str, limit: int = MOVEMENTS_KEPT) -> list[Movement]:
-        record = self._players.get(player)
-        return list(record.movements)[: max(limit, 0)] if record else []
-
-    async def keep_guests(self, players: Collection[str]) -> None:
-        for name in players:
-            record = self._players.get(name)
-            if record is not None:
-                self._seen(record)  # a no-op for a player who is no guest
-
-    async def expire_guests(self, now_ms: int | None = None) -> int:
-        now = self._now_ms() if now_ms is None else now_ms
-        gone = [
-            name
-            for name in self._guests
-            if (record := self._players[name]).expires_at_ms <= now and record.in_play == 0
-        ]
-        for name in gone:
-            self._guests.discard(name)
-            balance = self._players.pop(name).balance
-            self._balances -= balance
-            self._expired += balance
-        return len(gone)
-
-    async def history(
-        self, player: str, table_id: str | None = None, limit: int = 20
-    ) -> list[dict[str, Any]]:
-        record = self._players.get(player)
-        if record is None or limit <= 0:
-            return []
-        found = [r for r in record.history if table_id is None or r["table"] == table_id]
-        return found[:limit]
-
+    # --- bets ---------------------------------------------------------------------------
     async def place_bet(
         self,
         table_id: str,
@@ -355,7 +188,7 @@ class MemoryStore(Store):
             raise StaleWrite(f"fencing token {fence} is not the lease holder's")
         if table.header.version != expected_version:
             raise StaleWrite(f"version {expected_version} is stale; at {table.header.version}")
-        table.blob, table.header = state_to_bytes(state), _header(state)
+        table.blob, table.header = state_to_bytes(state), header_of(state)
         paid = self._credit(table, state, payouts, summary) if payouts else ()
         appended = self._append(table, events)
         if paid:
@@ -378,7 +211,7 @@ class MemoryStore(Store):
 
     def _credit(
         self,
-        table: _Table,
+        table: TableRecord,
         state: TableState,
         payouts: list[Payout],
         summary: RoundSummary | None,
@@ -397,7 +230,7 @@ class MemoryStore(Store):
             paid.append(player)
             credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
             # A bettor has a record: it cannot expire while its stake is in play.
-            wallet = self._players.setdefault(player, _Player(0))
+            wallet = self._players.setdefault(player, PlayerRecord(0))
             wallet.balance += credit
             self._balances += credit
             wallet.in_play = max(wallet.in_play - staked, 0)
@@ -424,7 +257,7 @@ class MemoryStore(Store):
         return {player: held[player] for player in players if player in held}
 
     # --- events ---------------------------------------------------------------------------
-    def _append(self, table: _Table, payloads: list[EventPayload]) -> list[Event]:
+    def _append(self, table: TableRecord, payloads: list[EventPayload]) -> list[Event]:
         stored = []
         now = self._now_ms()
         table_id, round_no = table.header.table_id, table.header.round
@@ -523,17 +356,6 @@ class MemoryStore(Store):
     # --- housekeeping ---------------------------------------------------------------------
     async def now_ms(self) -> int:
         return self._now_ms()
-
-    async def ledger(self) -> Ledger:
-        return Ledger(
-            self._issued,
-            sum(record.balance for record in self._players.values()),
-            self._in_play,
-            self._house,
-            self._operator_in,
-            self._operator_out,
-            self._expired,
-        )
 
 
 async def _drain(queue: asyncio.Queue[SettledNotice]) -> AsyncIterator[SettledNotice]:

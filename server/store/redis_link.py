@@ -1,5 +1,5 @@
 """One Redis connection that carries the store's batched commands, written back to back and
-answered in order.
+answered in order; and the Batcher that gathers a loop turn's commands into one write on it.
 
 redis-py's pipeline costs ~100 us of the node's CPU per `execute` whatever it carries (a
 connection from the pool and back, a pipeline object, a timeout and a retry wrapper, a write
@@ -24,13 +24,14 @@ from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from redis.asyncio import Connection
+from redis.asyncio import Connection, Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-__all__ = ["Call", "CommandLink"]
+__all__ = ["BATCH_MAX", "Batcher", "Call", "CommandLink"]
 
 Call = tuple[tuple[Any, ...], "asyncio.Future[Any]"]
+BATCH_MAX = 256  # commands one write carries; more calls in the same tick take several
 
 
 class _Wire:
@@ -182,3 +183,38 @@ def _fail(calls: list[Call], error: BaseException) -> None:
 async def _disconnect(connection: Connection) -> None:
     with contextlib.suppress(Exception):  # a broken connection may fail to close: dropped
         await connection.disconnect(nowait=True)
+
+
+class Batcher:
+    """Sends the commands callers issue within one turn of the event loop as one write, on
+    one connection kept open (the CommandLink above).
+
+    Every bet is a script call; sent alone, redis-py's per-call work (a pooled connection, a
+    timeout, a write and a read of its own) cost the node ~190 us a bet, and its pipeline
+    ~100 us per execute whatever it carried. Calls made while the loop runs its ready
+    callbacks (the sessions woken by one batch of frames) go out together on the next turn
+    (BATCH_MAX a write); each caller still gets its own reply or error."""
+
+    def __init__(self, redis: Redis) -> None:
+        self.link = CommandLink(redis.connection_pool.make_connection)
+        self._queued: list[Call] = []
+
+    async def call(self, *args: Any) -> Any:
+        return await self.submit(*args)
+
+    def submit(self, *args: Any) -> asyncio.Future[Any]:
+        """Queue a command in this turn's write now; its reply comes in the future."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if not self._queued:
+            loop.call_soon(self._flush)
+        self._queued.append((args, future))
+        return future
+
+    def _flush(self) -> None:
+        queued, self._queued = self._queued, []
+        for first in range(0, len(queued), BATCH_MAX):
+            self.link.send(queued[first : first + BATCH_MAX])
+
+    async def close(self) -> None:
+        await self.link.close()

@@ -560,7 +560,7 @@ async def test_a_sweep_goes_past_guests_with_stakes_in_play(
 ) -> None:
     """Guests kept for a stake in play do not stop a sweep: it pages past them, batch by
     batch, and removes every other due guest."""
-    monkeypatch.setattr("server.store.redis.EXPIRE_BATCH", 2)
+    monkeypatch.setattr("server.store.redis_guests.EXPIRE_BATCH", 2)
     owner = await Owner(table).start()
     await owner.open()
     for i in range(3):  # due first, and playing
@@ -589,7 +589,7 @@ def test_commands_are_packed_as_redis_py_packs_them(args: tuple[Any, ...]) -> No
     """The C packer writes the very bytes redis-py's own packer writes."""
     from redis.asyncio import Connection
 
-    from server.store.redis import _Connection
+    from server.store.redis_client import PackingConnection as _Connection
 
     ours, theirs = _Connection(), Connection()
     assert b"".join(ours.pack_command(*args)) == b"".join(theirs.pack_command(*args))

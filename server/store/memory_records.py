@@ -1,0 +1,79 @@
+"""The memory engine's records: what it keeps per table, per round and per player.
+
+Laid out as the Redis engine lays out its keys: a table's state blob beside the few fields
+bets are checked against (its header), each round's records kept and forgotten together, and
+a player's records beside the balance, all dropped when a guest expires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.core.bets import Bet, BetTotals, Spot
+from server.core.rules import TableRules
+from server.core.table import TableState
+from server.store.base import BetReceipt, Event, Lease, Settlement, new_epoch
+from server.store.wallet import MOVEMENTS_KEPT, Movement
+
+__all__ = ["PlayerRecord", "RoundRecord", "TableRecord", "header_of"]
+
+
+@dataclass(slots=True)
+class RoundRecord:
+    """One round's records, kept and forgotten together (the last history_rounds rounds)."""
+
+    events: list[Event] = field(default_factory=list)
+    bets: list[Bet] = field(default_factory=list)
+    # Running totals, so a bet costs the same however many were placed before it.
+    mine: dict[str, list[Bet]] = field(default_factory=dict)  # player -> their bets
+    stakes: dict[tuple[str, Spot], int] = field(default_factory=dict)  # limits: per player+spot
+    totals: dict[str, int] = field(default_factory=dict)  # spot -> all players' stakes
+    receipts: dict[tuple[str, str], BetReceipt] = field(default_factory=dict)  # (player, bet_id)
+    settlements: dict[str, Settlement] = field(default_factory=dict)
+
+    def bet_totals(self) -> BetTotals:
+        return BetTotals.of(self.totals, len(self.mine), len(self.bets))
+
+
+def header_of(state: TableState) -> TableState:
+    """The fields the Redis engine keeps outside its state blob, and no shoe."""
+    return TableState(
+        state.table_id,
+        phase=state.phase,
+        round=state.round,
+        version=state.version,
+        closes_at_ms=state.closes_at_ms,
+        shoe_number=state.shoe_number,
+    )
+
+
+@dataclass(slots=True)
+class PlayerRecord:
+    """A player's records beside the balance; all go when a guest expires."""
+
+    balance: int
+    guest_ttl_ms: int | None = None  # None: not a guest, never expires
+    expires_at_ms: int = 0  # a guest's, by the store's clock
+    in_play: int = 0  # stakes debited and not yet settled: a guest with any never expires
+    movements: deque[Movement] = field(default_factory=lambda: deque(maxlen=MOVEMENTS_KEPT))
+    # idempotency key -> its movement, oldest first, the last IDEMPOTENCY_KEYS_KEPT
+    moves: OrderedDict[str, Movement] = field(default_factory=OrderedDict)
+    history: deque[dict[str, Any]] = field(default_factory=deque)  # newest first
+
+
+@dataclass(slots=True)
+class TableRecord:
+    rules: TableRules
+    header: TableState  # what bets are checked against, readable whatever the blob holds
+    blob: bytes  # the state, stored as the Redis engine stores it (so it can be unreadable)
+    seq: int = 0
+    events: deque[Event] = field(default_factory=deque)
+    rounds: OrderedDict[int, RoundRecord] = field(default_factory=OrderedDict)
+    receipt_rounds: dict[tuple[str, str], int] = field(default_factory=dict)  # -> its round
+    lease: Lease | None = None
+    fence: int = 0  # last fencing token handed out
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    epoch: str = field(default_factory=new_epoch)  # new per table and per process

@@ -1,0 +1,155 @@
+"""The pieces the server's messages are built of: a table's rules, a card, the roads, a bet
+and a payout, each as the wire shows it (a TypedDict, keys in wire order) with the function
+that builds it from the core's value. server/wire/shapes.py is the protocol's index of them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict, cast
+
+from server.core.bets import Bet, Payout
+from server.core.cards import Card
+from server.core.coup import Hand
+from server.core.events import CardFace, HandName, WinnerName
+from server.core.roads import Roads
+from server.core.rules import TableRules
+
+__all__ = [
+    "BeadCell",
+    "BetView",
+    "BigRoadCell",
+    "CardView",
+    "HandTotals",
+    "MarkName",
+    "OutcomeName",
+    "PayoutView",
+    "RoadsView",
+    "RulesView",
+    "SpotName",
+    "TableInfo",
+    "bet_view",
+    "card_view",
+    "payout_view",
+    "roads_view",
+    "rules_view",
+    "table_info",
+]
+
+SpotName = Literal["player", "banker", "tie", "player_pair", "banker_pair"]
+OutcomeName = Literal["win", "lose", "push"]
+MarkName = Literal["red", "blue"]
+
+
+class RulesView(TypedDict):
+    name: str  # the rules' key (the preset's): what round_opened.rules says
+    title: str  # the table's name for players
+    decks: int
+    cut_card_from_end: int
+    reshuffle_every_round: bool
+    banker_commission_bp: int
+    no_commission: bool
+    tie_pays: int
+    pair_pays: int
+    limits: dict[str, list[int]]  # spot -> [minimum, maximum]
+    description: str
+
+
+class _TableId(TypedDict):
+    id: str
+
+
+class TableInfo(_TableId, RulesView):
+    """welcome.tables[]: the table id, then its rules."""
+
+
+class CardView(TypedDict):
+    hand: HandName
+    rank: str
+    suit: str | None
+
+
+class BeadCell(TypedDict):
+    row: int
+    col: int
+    winner: WinnerName
+    player_pair: bool  # the coup's first two Player cards were of one rank
+    banker_pair: bool
+
+
+class BigRoadCell(TypedDict):
+    row: int
+    col: int
+    winner: WinnerName
+    ties: int
+    player_pair: bool  # the decision's coup (not its ties') had a Player pair
+    banker_pair: bool
+
+
+class RoadsView(TypedDict):
+    bead_plate: list[BeadCell]
+    big_road: list[BigRoadCell]
+    big_eye_boy: list[MarkName]
+    small_road: list[MarkName]
+    cockroach_pig: list[MarkName]
+
+
+class BetView(TypedDict):
+    bet_id: str
+    spot: SpotName
+    amount: int
+
+
+class PayoutView(TypedDict):
+    bet_id: str
+    spot: SpotName
+    amount: int
+    outcome: OutcomeName
+    credit: int
+
+
+class HandTotals(TypedDict):
+    player: int
+    banker: int
+
+
+def rules_view(rules: TableRules) -> RulesView:
+    return {
+        "name": rules.name,
+        "title": rules.title,
+        "decks": rules.decks,
+        "cut_card_from_end": rules.cut_card_from_end,
+        "reshuffle_every_round": rules.reshuffle_every_round,
+        "banker_commission_bp": rules.paytable.banker_commission_bp,
+        "no_commission": rules.paytable.no_commission,
+        "tie_pays": rules.paytable.tie_pays,
+        "pair_pays": rules.paytable.pair_pays,
+        "limits": {
+            spot.value: [limit.minimum, limit.maximum] for spot, limit in rules.limits.spots.items()
+        },
+        "description": rules.description,
+    }
+
+
+def table_info(table_id: str, rules: TableRules) -> TableInfo:
+    return {"id": table_id, **rules_view(rules)}
+
+
+def card_view(hand: str, card: Card) -> CardView:
+    """One dealt card; `hand` may be a core Hand or its value (the wire gets the plain value)."""
+    return {"hand": Hand(hand).value, **_face(card)}
+
+
+def _face(card: Card) -> CardFace:
+    return {"rank": card.rank, "suit": card.suit.value if card.suit else None}
+
+
+def roads_view(roads: Roads) -> RoadsView:
+    return cast(RoadsView, roads.to_dict())  # Roads.to_dict is this shape, cell for cell
+
+
+def bet_view(bet: Bet) -> BetView:
+    return {"bet_id": bet.bet_id, "spot": bet.spot.value, "amount": bet.amount}
+
+
+def payout_view(payout: Payout) -> PayoutView:
+    return cast(PayoutView, payout.to_dict())
