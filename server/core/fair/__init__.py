@@ -2,21 +2,13 @@
 
 - stream: the HMAC-SHA256 word stream and unbiased randbelow (rejection sampling);
 - merkle: the RFC 6962 tree and side-naming inclusion proofs;
-- shuffle: commitment, client seed, the shuffle, salts, leaves, verify_card;
+- committed: commitment, client seed, the shuffle, salts, leaves, verify_card;
 - verify: verify_shoe, which recomputes a revealed shoe and names the first mismatch.
 
 All pure: the seed comes in as bytes from the caller's CSPRNG (the runtime's `secrets`).
 """
 
-from server.core.fair.merkle import (
-    MerkleTree,
-    ProofStep,
-    Side,
-    decode_proof,
-    encode_proof,
-    path_sides,
-)
-from server.core.fair.shuffle import (
+from server.core.fair.committed import (
     ALG,
     SEED_SIZE,
     CardProof,
@@ -30,6 +22,14 @@ from server.core.fair.shuffle import (
     position_salt,
     shuffle,
     verify_card,
+)
+from server.core.fair.merkle import (
+    MerkleTree,
+    ProofStep,
+    Side,
+    decode_proof,
+    encode_proof,
+    path_sides,
 )
 from server.core.fair.stream import Stream, acceptance_limit
 from server.core.fair.verify import Mismatch, verify_shoe

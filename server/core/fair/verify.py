@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from server.core.cards import Card
-from server.core.fair import shuffle as v1
+from server.core.fair import committed as v1
 
 __all__ = ["Mismatch", "verify_shoe"]
 
