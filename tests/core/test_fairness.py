@@ -25,7 +25,9 @@ from server.core.cards import Card, Suit, encode_cards, full_deck
 from server.core.fair import (
     ALG,
     MerkleTree,
+    Mismatch,
     ProofStep,
+    ShoeChecker,
     ShuffledShoe,
     Side,
     Stream,
@@ -580,3 +582,112 @@ def test_a_card_past_the_end_of_the_shoe_is_a_mismatch(published: dict[str, Any]
     too_many = [*[(i, c) for i, c in enumerate(shoe.cards)], (shoe.size, shoe.cards[0])]
     mismatch = verify_shoe(**{**published, "dealt": too_many})
     assert mismatch is not None and (mismatch.what, mismatch.position) == ("position", shoe.size)
+
+
+@pytest.mark.parametrize(
+    ("change", "what"),
+    [
+        ({"decks": 0}, "decks"),
+        ({"decks": 9}, "decks"),
+        ({"cut_from_end": (30, 20)}, "cut_from_end"),
+    ],
+)
+def test_impossible_published_parameters_are_a_mismatch_not_a_crash(
+    published: dict[str, Any], change: dict[str, Any], what: str
+) -> None:
+    mismatch = verify_shoe(**{**published, **change})
+    assert mismatch is not None and mismatch.what == what
+
+
+# --- ShoeChecker: as the events arrive --------------------------------------------------------
+
+
+def _follow(shoe: ShuffledShoe, entropy: list[str], cut: tuple[int, int]) -> ShoeChecker:
+    checker = ShoeChecker(commit(shoe.seed))
+    sealed = checker.sealed(
+        entropy=entropy,
+        client_seed=client_seed(entropy),
+        root=shoe.root,
+        decks=shoe.size // 52,
+        cut_from_end=cut,
+    )
+    assert sealed is None
+    checker.shuffled(shoe.cut_index)
+    return checker
+
+
+def test_the_checker_follows_an_honest_shoe_to_its_reveal() -> None:
+    shoe = shuffle(SEED, client_seed(ENTROPY), 8, (7, 7))
+    checker = _follow(shoe, ENTROPY, (7, 7))
+    for position in range(shoe.first_dealt + 30):  # the burn, then some coups
+        proof = shoe.proof(position)
+        assert checker.card(position, proof.card, proof.salt, proof.path) is None
+    assert len(checker.dealt) == shoe.first_dealt + 30
+    assert checker.revealed(SEED) is None
+    assert checker.revealed(bytes(32)) == Mismatch("commitment", commit(bytes(32)), commit(SEED))
+
+
+def test_the_checker_catches_a_changed_card_before_the_reveal_and_after() -> None:
+    shoe = shuffle(SEED, client_seed(ENTROPY), 8, (7, 7))
+    checker = _follow(shoe, ENTROPY, (7, 7))
+    for position in range(12):
+        proof = shoe.proof(position)
+        assert checker.card(position, proof.card, proof.salt, proof.path) is None
+    proof = shoe.proof(12)
+    mismatch = checker.card(12, _other_card(proof.card), proof.salt, proof.path)
+    assert mismatch is not None and (mismatch.what, mismatch.position) == ("proof", 12)
+    # A verifier that only saw the cards (no proofs) catches it at the reveal.
+    dealt = [*checker.dealt, (12, _other_card(proof.card))]
+    after = verify_shoe(
+        seed=SEED,
+        commitment=commit(SEED),
+        entropy=ENTROPY,
+        client_seed=client_seed(ENTROPY),
+        root=shoe.root,
+        dealt=dealt,
+        decks=8,
+        cut_from_end=(7, 7),
+    )
+    assert after is not None and (after.what, after.position) == ("card", 12)
+
+
+def test_the_checker_wants_consecutive_positions_and_a_seal_first() -> None:
+    shoe = shuffle(SEED, client_seed(ENTROPY), 8, (7, 7))
+    early = ShoeChecker(commit(SEED))
+    proof = shoe.proof(0)
+    assert early.card(0, proof.card, proof.salt, proof.path) == Mismatch(
+        "seal", "shoe_sealed before any card", "a card", 0
+    )
+    checker = _follow(shoe, ENTROPY, (7, 7))
+    skipped = shoe.proof(1)
+    mismatch = checker.card(1, skipped.card, skipped.salt, skipped.path)
+    assert mismatch is not None and (mismatch.what, mismatch.expected) == ("position", "0")
+    assert checker.card(0, proof.card, proof.salt, proof.path) is None
+    reused = checker.card(0, proof.card, proof.salt, proof.path)
+    assert reused is not None and (reused.what, reused.position) == ("position", 0)
+
+
+def test_the_checker_checks_the_seal_and_a_shoe_that_ended_before_it() -> None:
+    checker = ShoeChecker(commit(SEED))
+    mismatch = checker.sealed(
+        entropy=["alice"],
+        client_seed=client_seed(ENTROPY),
+        root=bytes(32),
+        decks=8,
+        cut_from_end=(7, 7),
+    )
+    assert mismatch is not None and mismatch.what == "client_seed"
+    assert checker.revealed(SEED) is None  # voided before the seal: only the commitment
+    assert checker.revealed(bytes(32)) is not None
+    bad_cut = ShoeChecker(commit(SEED)).sealed(
+        entropy=[], client_seed=NO_ENTROPY, root=bytes(32), decks=1, cut_from_end=(0, 27)
+    )
+    assert bad_cut is not None and bad_cut.what == "cut_from_end"
+
+
+def test_the_checker_checks_the_published_cut_card() -> None:
+    shoe = shuffle(SEED, client_seed(ENTROPY), 8, (7, 20))
+    checker = _follow(shoe, ENTROPY, (7, 20))
+    checker.shuffled(shoe.cut_index + 1)
+    mismatch = checker.revealed(SEED)
+    assert mismatch is not None and mismatch.what == "cut_index"

@@ -3,7 +3,8 @@
 - stream: the HMAC-SHA256 word stream and unbiased randbelow (rejection sampling);
 - merkle: the RFC 6962 tree and side-naming inclusion proofs;
 - committed: commitment, client seed, the shuffle, salts, leaves, verify_card;
-- verify: verify_shoe, which recomputes a revealed shoe and names the first mismatch.
+- verify: verify_shoe, which recomputes a revealed shoe and names the first mismatch, and
+  ShoeChecker, which checks each card as it is shown and the whole shoe at the reveal.
 
 All pure: the seed comes in as bytes from the caller's CSPRNG (the runtime's `secrets`).
 """
@@ -32,7 +33,7 @@ from server.core.fair.merkle import (
     path_sides,
 )
 from server.core.fair.stream import Stream, acceptance_limit
-from server.core.fair.verify import Mismatch, verify_shoe
+from server.core.fair.verify import Mismatch, ShoeChecker, verify_shoe
 
 __all__ = [
     "ALG",
@@ -41,6 +42,7 @@ __all__ = [
     "MerkleTree",
     "Mismatch",
     "ProofStep",
+    "ShoeChecker",
     "ShuffledShoe",
     "Side",
     "Stream",

@@ -20,6 +20,7 @@ from server.core.shoe import Burn, Shoe, burn_count, fisher_yates
 
 __all__ = [
     "ALG",
+    "MAX_DECKS",
     "SEED_SIZE",
     "CardProof",
     "ShuffledShoe",
