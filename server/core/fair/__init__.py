@@ -30,6 +30,7 @@ from server.core.fair.merkle import (
     Side,
     decode_proof,
     encode_proof,
+    merkle_root,
     path_sides,
 )
 from server.core.fair.stream import Stream, acceptance_limit
@@ -55,6 +56,7 @@ __all__ = [
     "decode_proof",
     "encode_proof",
     "max_cut_from_end",
+    "merkle_root",
     "path_sides",
     "position_salt",
     "shuffle",

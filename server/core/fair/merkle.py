@@ -22,6 +22,7 @@ __all__ = [
     "decode_proof",
     "encode_proof",
     "leaf_hash",
+    "merkle_root",
     "node_hash",
     "path_sides",
     "root_from_path",
@@ -116,6 +117,11 @@ class MerkleTree:
                 steps.append(ProofStep(Side.RIGHT, level[index + 1]))
             index //= 2
         return tuple(steps)
+
+
+def merkle_root(leaves: Sequence[bytes]) -> bytes:
+    """The root over leaf hashes in order (a whole tree is built: use MerkleTree for proofs)."""
+    return MerkleTree(leaves).root
 
 
 def encode_proof(path: Sequence[ProofStep]) -> list[str]:
