@@ -15,19 +15,35 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from server.core.cards import Card, decode_cards, encode_cards, full_deck
 
-__all__ = ["MAX_COUP_CARDS", "Burn", "Shoe", "fisher_yates"]
+__all__ = ["MAX_COUP_CARDS", "Burn", "RandRange", "Shoe", "burn_count", "fisher_yates"]
 
 MAX_COUP_CARDS = 6
 
 
-def fisher_yates(cards: list[Card], rng: random.Random) -> None:
-    """Shuffle in place; each of the n! orders is equally likely given a uniform randrange."""
+class RandRange(Protocol):
+    """A uniform integer source: random.Random, or the committed stream of server.core.fair."""
+
+    def randrange(self, stop: int, /) -> int: ...
+
+
+def fisher_yates(cards: list[Card], rng: RandRange) -> None:
+    """Shuffle in place; each of the n! orders is equally likely given a uniform randrange.
+
+    bac-shoe-v1 (docs/fairness.md) specifies its shuffle as exactly this loop: changing the
+    order of the draws changes every committed shoe.
+    """
     for i in range(len(cards) - 1, 0, -1):
         j = rng.randrange(i + 1)
         cards[i], cards[j] = cards[j], cards[i]
+
+
+def burn_count(shown: Card) -> int:
+    """How many cards a face-up first card burns: its value, and 10 for a 10 or a face card."""
+    return 10 if shown.value == 0 else shown.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +100,7 @@ class Shoe:
 
     def burn(self) -> Burn:
         shown = self.draw()
-        count = 10 if shown.value == 0 else shown.value
-        count = min(count, self.remaining)
+        count = min(burn_count(shown), self.remaining)
         self.position += count
         return Burn(shown, count)
 
