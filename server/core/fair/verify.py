@@ -12,8 +12,8 @@ import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import server.core.fair.committed as v1
 from server.core.cards import Card
-from server.core.fair import committed as v1
 from server.core.fair.merkle import ProofStep
 
 __all__ = ["Mismatch", "ShoeChecker", "verify_shoe"]
