@@ -31,7 +31,7 @@ from server.transport.limits import RateLimits
 from server.transport.operator_api import OperatorApi, table_rows
 from server.transport.protocol import keep_connected_guests
 from server.transport.server import Listen, start_server
-from server.transport.session import SessionContext, close_all, push_settlement
+from server.transport.session import SessionContext, close_all
 
 __all__ = [
     "GUEST_SWEEP_INTERVAL",
@@ -122,7 +122,7 @@ class Node:
         # then good on this node only, until a shared --secret is configured).
         self.auth = settings.auth_policy(demo_secret)
         self.metrics = Metrics()  # this node's own registry: tests run several nodes per process
-        self.hub = Hub(self.store, push_settlement, self.metrics)
+        self.hub = Hub(self.store, self.metrics, clock=self.clock)
         self.loops = [
             TableLoop(
                 self.store,
