@@ -221,7 +221,11 @@ class PlayerSession:
         if isinstance(command, Bet):
             started = time.perf_counter()
             try:
-                await self._bet(command)
+                if self.player is not None:
+                    await betting.place(self, self.ctx, self.player, command)
+                else:
+                    message = f"only players bet; this connection's role is {self.role}"
+                    betting.reject(self, self.ctx, command, RejectCode.NOT_A_PLAYER, message)
             finally:
                 self.ctx.metrics.bet_took(time.perf_counter() - started)
         elif isinstance(command, Join):
@@ -235,13 +239,6 @@ class PlayerSession:
         elif isinstance(command, Ping):
             ref = command.ref if isinstance(command.ref, str | int) else None
             self.port.send(shapes.pong(ref, await self.ctx.store.now_ms()))
-
-    async def _bet(self, bet: Bet) -> None:
-        if self.player is None:
-            message = f"only players bet; this connection's role is {self.role}"
-            betting.reject(self, self.ctx, bet, RejectCode.NOT_A_PLAYER, message)
-        else:
-            await betting.place(self, self.ctx, self.player, bet)
 
     def resync(self, table_id: str) -> None:
         """The hub's Subscriber hook: the feed lost this session's place (see joins.resync)."""

@@ -23,7 +23,7 @@ def table_task(coro: Coroutine[object, object, None]) -> asyncio.Task[None]:
 
 
 class Tasks:
-    """Background work with bounded retries; `close` cancels what is still running."""
+    """Background work with bounded retries; `cancel` stops what is still running."""
 
     def __init__(
         self,
