@@ -18,6 +18,7 @@ import structlog
 
 from server.core.recall import round_summary
 from server.core.table import settle_round
+from server.runtime.clock import ManualClock as LoopClock
 from server.store.base import Event, Settlement, Snapshot, Store, StoreUnavailable
 from server.store.memory import MemoryStore
 from server.transport.hub import (
@@ -389,6 +390,29 @@ async def test_a_task_that_keeps_failing_is_given_up(store: MemoryStore, make_hu
         assert await hub.tasks.spawn("broken", broken, table=TABLE) is False
     assert calls == 3
     assert [e["event"] for e in logs] == ["task_failed"] * 3 + ["task_gave_up"]
+
+
+async def test_a_retry_waits_on_the_hubs_clock(store: MemoryStore, make_hub: Make) -> None:
+    """The pause before a retry is a sleep on the hub's Clock, not on the wall clock: with a
+    manual clock the retry runs only once the test moves time past the pause."""
+    clock = LoopClock()
+    hub = make_hub(store, clock=clock, retry_delay=5.0)
+    calls = 0
+
+    async def fails_once() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ValueError("first try")
+
+    with structlog.testing.capture_logs():
+        task = hub.tasks.spawn("flaky", fails_once, table=TABLE)
+        await clock.advance(0)  # lets it run until it sleeps
+        assert calls == 1 and clock.sleepers == 1 and not task.done()
+        await clock.advance(4.9)
+        assert calls == 1 and not task.done()
+        await clock.advance(0.1)
+        assert await task is True and calls == 2
 
 
 # --- the history goes backwards --------------------------------------------------------------
