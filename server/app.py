@@ -33,7 +33,7 @@ from server.transport.hub import Hub
 from server.transport.operator_api import OperatorApi, table_rows
 from server.transport.protocol import keep_connected_guests
 from server.transport.server import Listen, start_server
-from server.transport.session import SessionContext, close_all, push_settlement
+from server.transport.session import SessionContext, close_all
 from server.workers import serve_workers
 
 __all__ = [
@@ -119,7 +119,7 @@ class Node:
         # then good on this node only, until a shared --secret is configured).
         self.auth = settings.auth.policy(demo_secret)
         self.metrics = Metrics()  # this node's own registry: tests run several nodes per process
-        self.hub = Hub(self.store, push_settlement, self.metrics)
+        self.hub = Hub(self.store, self.metrics, clock=self.clock)
         self.loops = [
             TableLoop(
                 self.store,
@@ -133,7 +133,21 @@ class Node:
             )
             for table_id, rules in self.tables.items()
         ]
-        self.ctx = SessionContext(
+        self.ctx = self._session_context()
+        self.metrics.watch_connections(self._connection_counts)
+        self.server: Server | None = None
+        self.admin: web.AppRunner | None = None  # the admin listener, unless --no-admin
+        self.draining = False
+        self.stopped = False
+        self._loop_tasks: list[asyncio.Task[None]] = []
+        self._sweeper: asyncio.Task[None] | None = None
+        self._guest_keeper: asyncio.Task[None] | None = None
+        self.log = structlog.get_logger("node").bind(node=self.node_id)
+
+    def _session_context(self) -> SessionContext:
+        """What every session on this node shares."""
+        settings = self.settings
+        return SessionContext(
             self.store,
             self.hub,
             self.tables,
@@ -146,15 +160,6 @@ class Node:
             auth=self.auth,
             max_connections_per_player=settings.max_connections_per_player,
         )
-        self.metrics.watch_connections(self._connection_counts)
-        self.server: Server | None = None
-        self.admin: web.AppRunner | None = None  # the admin listener, unless --no-admin
-        self.draining = False
-        self.stopped = False
-        self._loop_tasks: list[asyncio.Task[None]] = []
-        self._sweeper: asyncio.Task[None] | None = None
-        self._guest_keeper: asyncio.Task[None] | None = None
-        self.log = structlog.get_logger("node").bind(node=self.node_id)
 
     @property
     def port(self) -> int:

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from multiprocessing.connection import wait
+from multiprocessing.process import BaseProcess
 from types import FrameType
 
 from server.config import Settings
@@ -72,33 +73,66 @@ def _worker(run_node: RunNode, settings: Settings, demo_secret: str | None) -> N
     sys.exit(run_node(settings, demo_secret))
 
 
+def _worker_settings(settings: Settings, port: int, admin_port: int) -> list[Settings]:
+    """Each worker's settings: the ports as reserved, and its own node id."""
+    return [
+        replace(
+            settings,
+            port=port,
+            node_id=f"{settings.node_id}-{index}" if settings.node_id else "",
+            admin=replace(settings.admin, port=admin_port),
+        )
+        for index in range(settings.workers)
+    ]
+
+
+def _wait_for(workers: list[BaseProcess], stop_all: Callable[[], None]) -> int:
+    """Wait until every worker has ended; the first failure's status (a worker killed by a
+    signal counts as 1). One that stops on its own (not asked to) stops the others."""
+    status = 0
+    running = list(workers)
+    while running:
+        for sentinel in wait([w.sentinel for w in running]):
+            worker = next(w for w in running if w.sentinel == sentinel)
+            worker.join()
+            running.remove(worker)
+            code = worker.exitcode or 0
+            if code != 0 and status == 0:
+                status = code if code > 0 else 1  # killed by a signal: a failure
+            stop_all()
+    return status
+
+
+def _reserve_ports(settings: Settings) -> tuple[int, int, list[socket.socket]]:
+    """The public and admin ports the workers bind; a port given as 0 is picked now and held
+    (a socket bound to it, closed when the workers end) so that every worker gets the same."""
+    held = []
+    port = settings.port
+    if port == 0:
+        held.append(_reserve_port(settings.host))
+        port = held[-1].getsockname()[1]
+    admin_port = settings.resolved_admin_port()
+    if settings.admin.enabled and admin_port == 0:
+        held.append(_reserve_port(settings.admin.host))
+        admin_port = held[-1].getsockname()[1]
+    return port, admin_port, held
+
+
 def serve_workers(settings: Settings, run_node: RunNode) -> int:
     """Run `settings.workers` worker processes on one port until they stop; their status."""
     check_workers(settings)
-    reserved = _reserve_port(settings.host) if settings.port == 0 else None
-    port = reserved.getsockname()[1] if reserved is not None else settings.port
+    port, admin_port, held = _reserve_ports(settings)
     admin = settings.admin
-    admin_port = settings.resolved_admin_port()
-    reserved_admin = _reserve_port(admin.host) if admin.enabled and admin_port == 0 else None
-    if reserved_admin is not None:
-        admin_port = reserved_admin.getsockname()[1]
     context = multiprocessing.get_context("fork")  # nothing runs yet: no loop, no threads
-    workers = []
     # Demo mode (no --secret): one random secret for every worker, so a guest's token (and so
     # its player and balance) is good on whichever worker the kernel hands its next connection.
     demo_secret = secrets.token_urlsafe(32) if settings.demo else None
-    for index in range(settings.workers):
-        node_id = f"{settings.node_id}-{index}" if settings.node_id else ""
-        worker_settings = replace(
-            settings, port=port, node_id=node_id, admin=replace(admin, port=admin_port)
+    workers: list[BaseProcess] = [
+        context.Process(
+            target=_worker, args=(run_node, each, demo_secret), name=f"baccarat-worker-{index}"
         )
-        workers.append(
-            context.Process(
-                target=_worker,
-                args=(run_node, worker_settings, demo_secret),
-                name=f"baccarat-worker-{index}",
-            )
-        )
+        for index, each in enumerate(_worker_settings(settings, port, admin_port))
+    ]
     stopping = False
 
     def pass_on(signum: int, frame: FrameType | None) -> None:
@@ -109,8 +143,11 @@ def serve_workers(settings: Settings, run_node: RunNode) -> int:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(worker.pid, signum)
 
+    def stop_all() -> None:
+        if not stopping:  # one worker stopped on its own: stop the node
+            pass_on(signal.SIGTERM, None)
+
     previous = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGTERM, signal.SIGINT)}
-    status = 0
     try:
         for worker in workers:
             worker.start()
@@ -120,17 +157,7 @@ def serve_workers(settings: Settings, run_node: RunNode) -> int:
             file=sys.stderr,
             flush=True,
         )
-        running = list(workers)
-        while running:
-            for sentinel in wait([w.sentinel for w in running]):
-                worker = next(w for w in running if w.sentinel == sentinel)
-                worker.join()
-                running.remove(worker)
-                code = worker.exitcode or 0
-                if code != 0 and status == 0:
-                    status = code if code > 0 else 1  # killed by a signal: a failure
-                if not stopping:  # one worker stopped on its own: stop the node
-                    pass_on(signal.SIGTERM, None)
+        return _wait_for(workers, stop_all)
     finally:
         for worker in workers:
             if worker.exitcode is None and worker.pid is not None:
@@ -138,7 +165,5 @@ def serve_workers(settings: Settings, run_node: RunNode) -> int:
                 worker.join()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for held in (reserved, reserved_admin):
-            if held is not None:
-                held.close()
-    return status
+        for sock in held:
+            sock.close()

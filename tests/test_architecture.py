@@ -314,3 +314,117 @@ def test_the_circle_finder_finds_circles() -> None:
     """The check above is not vacuous: a loop of three, and one through a package, are found."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"f"}, "f": {"e"}}
     assert _circles(graph) == [["a", "b", "c"], ["e", "f"]]
+
+
+# --- size: modules of at most 500 lines, functions of at most 50 (issue 17) -------------------
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 50
+ALL_SERVER_FILES = py_files(SERVER)
+
+
+def function_sizes(path: Path) -> dict[str, int]:
+    return sizes_of_functions(path.read_text(), rel(path))
+
+
+def sizes_of_functions(source: str, where: str) -> dict[str, int]:
+    """Lines of every function and method (its def to its last line), by qualified name."""
+    sizes: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    assert child.end_lineno is not None
+                    sizes[f"{where}:{name}"] = child.end_lineno - child.lineno + 1
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(ast.parse(source), "")
+    return sizes
+
+
+def module_lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+@pytest.mark.parametrize("path", ALL_SERVER_FILES, ids=rel)
+def test_modules_and_functions_are_small(path: Path) -> None:
+    """No module over MAX_MODULE_LINES lines and no function over MAX_FUNCTION_LINES (a
+    function's lines run from its def, decorators aside, to its last line, docstring included)."""
+    bad = []
+    if module_lines(path) > MAX_MODULE_LINES:
+        bad.append(f"{rel(path)} has {module_lines(path)} lines")
+    bad += [
+        f"{name} has {lines} lines"
+        for name, lines in function_sizes(path).items()
+        if lines > MAX_FUNCTION_LINES
+    ]
+    assert bad == []
+
+
+def test_size_scanner_names_methods_and_nested_functions() -> None:
+    source = "class A:\n    def f(self):\n        def g():\n            pass\n        return g\n"
+    assert sizes_of_functions(source, "m.py") == {"m.py:A.f": 4, "m.py:A.f.g": 2}
+
+
+# --- only the runtime sleeps --------------------------------------------------------------
+# The node's loops (table loops; the hub's follower, watchdog, notice listener and retries)
+# wait through a Clock (server/runtime/clock.py), so tests can drive time. `asyncio.sleep(0)`
+# is a yield to the event loop, not a wait, and is allowed anywhere. The bots (server/bots)
+# are a client, not the server: they pace themselves in wall-clock time like the people they
+# stand for, as bench/ does.
+SLEEPERS = ("server/runtime/", "server/bots/")
+
+
+def sleeps_in(source: str) -> list[int]:
+    """Lines that use asyncio.sleep other than as `asyncio.sleep(0)`, or import it by name."""
+    tree = ast.parse(source)
+    yields = {
+        id(node.func)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and len(node.args) == 1
+        and not node.keywords
+        and isinstance(node.args[0], ast.Constant)
+        and node.args[0].value == 0
+    }
+    lines = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "sleep"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "asyncio"
+        and id(node) not in yields
+    ]
+    lines += [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module == "asyncio"
+        and any(alias.name == "sleep" for alias in node.names)
+    ]
+    return sorted(lines)
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in ALL_SERVER_FILES if not rel(p).startswith(SLEEPERS)], ids=rel
+)
+def test_only_the_runtime_sleeps(path: Path) -> None:
+    """Outside server/runtime (and the bots), nothing calls or hands on asyncio.sleep."""
+    assert [f"{rel(path)}:{line}" for line in sleeps_in(path.read_text())] == []
+
+
+def test_sleep_scanner_sees_calls_references_and_imports() -> None:
+    source = (
+        "import asyncio\n"
+        "from asyncio import sleep\n"
+        "async def f(pause=asyncio.sleep):\n"
+        "    await asyncio.sleep(0)\n"
+        "    await asyncio.sleep(1)\n"
+        "    await asyncio.sleep(0.0 + 0)\n"
+    )
+    assert sleeps_in(source) == [2, 3, 5, 6]

@@ -142,15 +142,7 @@ async def run_bots(
         shared.draining = True
         if not interrupted.is_set():
             await _settle(everyone, grace, interrupted)
-        for bot in everyone:
-            bot.finish()
-        stats.refused = sum(bot.refused is not None for bot in everyone)
-        stats.connections_ended(
-            len(everyone),
-            never=sum(not bot.welcomed for bot in everyone),
-            refused_after_welcome=[bot.refused for bot in everyone if bot.welcomed and bot.refused],
-            lost=[bot.lost for bot in everyone if bot.lost],
-        )
+        _finish(everyone, stats)
     finally:
         shared.stop.set()
         await asyncio.gather(*(bot.close() for bot in everyone), return_exceptions=True)
@@ -160,6 +152,19 @@ async def run_bots(
                 loop.remove_signal_handler(sig)
     on_tick(ticker.tick(), stats)
     return stats
+
+
+def _finish(everyone: list[Bot], stats: RunStats) -> None:
+    """Every bot stops; how their connections ended goes into the stats."""
+    for bot in everyone:
+        bot.finish()
+    stats.refused = sum(bot.refused is not None for bot in everyone)
+    stats.connections_ended(
+        len(everyone),
+        never=sum(not bot.welcomed for bot in everyone),
+        refused_after_welcome=[bot.refused for bot in everyone if bot.welcomed and bot.refused],
+        lost=[bot.lost for bot in everyone if bot.lost],
+    )
 
 
 async def _until_end(

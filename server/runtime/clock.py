@@ -1,7 +1,9 @@
-"""Clocks for the table loops: the system clock, and a manual one for tests.
+"""Clocks for the node's loops: the system clock, and a manual one for tests.
 
-The table loop is the only code that sleeps, and it sleeps only through a Clock, so a test can
-move time forward by hand instead of waiting for it.
+The runtime is the only code that sleeps: the table loops, and the hub's follower, watchdog,
+notice listener and retries (server/transport/hub.py, settlements.py, tasks.py) sleep only
+through a Clock, so a test can move time forward by hand instead of waiting for it.
+tests/test_architecture.py checks that no other module calls asyncio.sleep.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import itertools
 import time
 from typing import Protocol
 
-__all__ = ["Clock", "ManualClock", "SystemClock", "honour_swallowed_cancel"]
+__all__ = ["Clock", "ManualClock", "SystemClock", "honour_swallowed_cancel", "sleep_or_wake"]
 
 
 class Clock(Protocol):
@@ -32,6 +34,20 @@ def honour_swallowed_cancel() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+async def sleep_or_wake(clock: Clock, wake: asyncio.Event, seconds: float) -> None:
+    """Sleep `seconds` on `clock`, or less if `wake` is set meanwhile (it is not cleared)."""
+    if wake.is_set():
+        return
+    sleeping = asyncio.ensure_future(clock.sleep(seconds))
+    woken = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait((sleeping, woken), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleeping.cancel()
+        woken.cancel()
+        await asyncio.gather(sleeping, woken, return_exceptions=True)
 
 
 class SystemClock:

@@ -98,13 +98,9 @@ def _forget_player(per_player: Counter[str], admission: Admission | None) -> Non
             del per_player[player]
 
 
-async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) -> Server:
-    # Every open TCP connection per client address, counted from accept to close, so
-    # handshakes in flight count too and a burst of them cannot pass the cap together.
-    per_ip: Counter[str] = Counter()
-
-    # Open connections per player on this node, counted from admission to close.
-    per_player: Counter[str] = Counter()
+def _connection_class(per_ip: Counter[str], per_player: Counter[str]) -> type[ServerConnection]:
+    """A connection that counts itself per client address from accept to close, and per
+    player from admission to close."""
 
     class Connection(ServerConnection):
         # Slots, not instance attributes: websockets' connection already holds 28 attributes
@@ -129,11 +125,45 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
             _forget_player(per_player, self.admission)
             super().connection_lost(exc)
 
+    return Connection
+
+
+def _listen_options(listen: Listen) -> dict[str, Any]:
+    """websockets' serve() options for this listener, but the handler and the hooks."""
+    # No Origin header (a non-browser client) is always allowed; browsers must match exactly.
+    origins: list[Origin | None] | None = None
+    if listen.origins:
+        origins = [None, *(Origin(o) for o in listen.origins)]
+    return {
+        "select_subprotocol": _select_subprotocol,
+        "subprotocols": [Subprotocol(e.value) for e in Encoding],
+        "origins": origins,
+        "compression": None,  # saves ~50 KiB per connection; events are small
+        "max_size": listen.max_frame_bytes,
+        "max_queue": MAX_QUEUED_FRAMES,
+        "open_timeout": listen.handshake_timeout,
+        "close_timeout": 2,
+        "ping_interval": 20,
+        "ping_timeout": 20,
+        "server_header": SERVER_HEADER,
+        "backlog": listen.backlog,  # passed on to loop.create_server
+        "reuse_port": listen.reuse_port or None,
+    }
+
+
+async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) -> Server:
+    # Every open TCP connection per client address, counted from accept to close, so
+    # handshakes in flight count too and a burst of them cannot pass the cap together.
+    per_ip: Counter[str] = Counter()
+    # Open connections per player on this node, counted from admission to close.
+    per_player: Counter[str] = Counter()
+    connection_class = _connection_class(per_ip, per_player)
+
     async def process_request(connection: ServerConnection, request: Request) -> Response | None:
         if decode_path(request.path) == WS_PATH:
-            assert isinstance(connection, Connection)
             cap = listen.max_connections_per_ip
-            if cap and per_ip[connection.peer_ip] > cap:  # this connection is counted already
+            peer_ip: str = getattr(connection, "peer_ip", "?")
+            if cap and per_ip[peer_ip] > cap:  # this connection is counted already
                 return text_response(HTTPStatus.TOO_MANY_REQUESTS, "too many connections\n")
             refused = _admit(connection, request, ctx, per_player)
             if refused is not None:
@@ -147,27 +177,11 @@ async def start_server(ctx: SessionContext, listen: Listen, routes: HttpRoutes) 
         # The session's own coroutine, not one awaiting it: a frame less per connection.
         return Session(ws, ctx, getattr(ws, "admission", None)).serve()
 
-    # No Origin header (a non-browser client) is always allowed; browsers must match exactly.
-    origins: list[Origin | None] | None = None
-    if listen.origins:
-        origins = [None, *(Origin(o) for o in listen.origins)]
     return await serve(
         handler,
         listen.host,
         listen.port,
         process_request=process_request,
-        select_subprotocol=_select_subprotocol,
-        subprotocols=[Subprotocol(e.value) for e in Encoding],
-        origins=origins,
-        compression=None,  # saves ~50 KiB per connection; events are small
-        max_size=listen.max_frame_bytes,
-        max_queue=MAX_QUEUED_FRAMES,
-        open_timeout=listen.handshake_timeout,
-        close_timeout=2,
-        ping_interval=20,
-        ping_timeout=20,
-        server_header=SERVER_HEADER,
-        create_connection=Connection,
-        backlog=listen.backlog,  # passed on to loop.create_server
-        reuse_port=listen.reuse_port or None,
+        create_connection=connection_class,
+        **_listen_options(listen),
     )

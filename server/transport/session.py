@@ -22,13 +22,9 @@ from websockets.exceptions import ConnectionClosed
 
 from server.auth import Admission
 from server.store.base import StoreUnavailable
-from server.transport.protocol import (
-    FLOOD_CLOSE_CODE,
-    STORE_CLOSE_CODE,
-    PlayerSession,
-    SessionContext,
-    push_settlement,
-)
+from server.transport.context import SessionContext
+from server.transport.port import FLOOD_CLOSE_CODE, STORE_CLOSE_CODE
+from server.transport.protocol import PlayerSession
 from server.wire import shapes
 from server.wire.codec import Encoding, Frame, Undecodable, Unencodable, decode, encode
 from server.wire.messages import ErrorCode
@@ -39,7 +35,6 @@ __all__ = [
     "Session",
     "SessionContext",
     "close_all",
-    "push_settlement",
 ]
 
 UNDECODABLE_CLOSE_CODE = 1003  # a frame that is not a message of the connection's encoding

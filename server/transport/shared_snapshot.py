@@ -4,7 +4,7 @@ A spectator (no player) is sent the same snapshot as every other spectator at th
 bets of its own, no balance. A burst of joins (thousands of spectators at once) therefore
 needs a few store reads, not one each; on Redis each read is a script whose reply carries the
 whole shoe, and thousands of them in a burst made joins cost 1.5x the memory engine's. The
-table's feed (server/transport/hub.py, TableFeed.spectator_snapshot) decides which joins it
+table's feed (server/transport/feed.py, TableFeed.spectator_snapshot) decides which joins it
 serves; this holds it and builds its message once.
 
 Only two fields differ between joins: `time_left_ms` (from the store's clock, estimated from

@@ -185,7 +185,7 @@ async def read_blob(store: Store, table_id: str) -> bytes:
 
 
 def accepted_message(receipt: BetReceipt) -> shapes.BetAccepted:
-    """The bet_accepted answer a session sends for this receipt (server/transport/protocol.py)."""
+    """The bet_accepted answer a session sends for this receipt (server/transport/betting.py)."""
     r = receipt
     return shapes.bet_accepted(r.table, r.round, r.bet_id, r.spot, r.amount, r.balance)
 

@@ -34,7 +34,6 @@ from server.core.bets import Bet, Payout, Paytable, Spot, settle_bets
 from server.core.coup import resolve_coup
 from server.core.shoe import Shoe
 from server.store.base import Settlement
-from server.transport.protocol import PlayerSession
 from tests.transport.conftest import SCALE, TABLE, Client, ClientFactory, NodeFactory
 
 PLAYERS = 200
@@ -95,7 +94,7 @@ class LoopProbe:
 
 
 @contextmanager
-def counting(monkeypatch: pytest.MonkeyPatch, probe: LoopProbe) -> Iterator[None]:
+def counting(monkeypatch: pytest.MonkeyPatch, probe: LoopProbe, node: Node) -> Iterator[None]:
     """Count every piece of per-bet work the node does while settling and delivering."""
 
     def wrap(fn: Callable[..., Any], units: Callable[..., int]) -> Callable[..., Any]:
@@ -119,9 +118,8 @@ def counting(monkeypatch: pytest.MonkeyPatch, probe: LoopProbe) -> Iterator[None
     def delivered(_session: Any, settlement: Settlement, **_kw: Any) -> int:
         return len(settlement.payouts)
 
-    monkeypatch.setattr(
-        PlayerSession, "send_settlement", wrap(PlayerSession.send_settlement, delivered)
-    )
+    settlements = node.hub.settlements
+    monkeypatch.setattr(settlements, "deliver", wrap(settlements.deliver, delivered))
     yield
 
 
@@ -190,7 +188,7 @@ async def test_a_round_of_40k_bets_settles_and_delivers_in_slices(
     gc.collect()
     gc.freeze()
     try:
-        with counting(monkeypatch, probe):
+        with counting(monkeypatch, probe, node):
             probe.start()
             settled = await watcher.event("round_settled", after_round=round_no - 1, seconds=30)
             settlements = [

@@ -39,9 +39,9 @@ def _check_idle(sessions: set[object]) -> None:
     # CPython shares between instances.
     assert not {"peer_ip", "admission", "posted", "_held"} & set(vars(session.ws))
     # Made on first use and dropped after: the join lock; never used: a logger, settlements.
-    assert handler._join_lock is None
+    assert handler.join_lock is None
     assert handler._log is None
-    assert handler._settled is None
+    assert handler.settled is None
     # Only the kinds asked for have a bucket (a join and a ping here); no refusal yet.
     assert handler.limits.buckets is not None
     assert set(handler.limits.buckets) == {"joins", "pings"}

@@ -18,6 +18,7 @@ import structlog
 
 from server.core.recall import round_summary
 from server.core.table import settle_round
+from server.runtime.clock import ManualClock as LoopClock
 from server.store.base import Event, Settlement, Snapshot, Store, StoreUnavailable
 from server.store.memory import MemoryStore
 from server.transport.hub import (
@@ -55,6 +56,10 @@ class FakeSub:
 
     @property
     def connection(self) -> object:
+        return self
+
+    @property
+    def port(self) -> FakeSub:  # its own connection: the feed writes frames to it
         return self
 
     def push_frame(self, frame: Frame) -> None:
@@ -125,7 +130,7 @@ async def make_hub() -> AsyncIterator[Make]:
         send: Callable[[Subscriber, object], None] | None = None,
         **options: Any,
     ) -> Hub:
-        hub = Hub(store, send or (lambda sub, s: None), fanout=fanout, **options)
+        hub = Hub(store, deliver=send or (lambda sub, s: None), fanout=fanout, **options)
         hubs.append(hub)
         return hub
 
@@ -273,10 +278,10 @@ async def test_one_failed_settlement_delivery_stops_no_other(
 
     with structlog.testing.capture_logs() as logs:
         hub = make_hub(store, send, check_interval=QUIET)
-        feed = await hub.feed(TABLE)
+        await hub.feed(TABLE)  # the feed that sees the round settle
         owner, round_no = await _round_with_bettors(store, players)
         subs = [FakeSub(player) for player in players]
-        feed.bettors[round_no] = set(subs)
+        hub.settlements.bettors[TABLE, round_no] = set(subs)
         hub.offer(TABLE, await owner.finish())
         await asyncio.wait_for(done.wait(), within())
     assert sorted(failed + delivered) == players
@@ -307,17 +312,17 @@ async def test_a_settlement_reaches_every_local_session_of_the_player(
     joined_elsewhere, watcher, other = FakeSub("bob"), FakeSub(), FakeSub("carol")
     watcher.player = None  # type: ignore[assignment]
     for sub in (betting_tab, idle_tab, joined_elsewhere, watcher, other):
-        hub.register(sub)
+        hub.settlements.register(sub)
     for sub in (joined_elsewhere, watcher):
         assert feed.subscribe_after(sub, feed.last_seq) is not None
-    feed.bettors[round_no] = {betting_tab}
+    hub.settlements.bettors[TABLE, round_no] = {betting_tab}
     hub.offer(TABLE, await owner.finish())
     await asyncio.wait_for(done.wait(), within())
     assert sorted((id(s), r) for s, r in delivered) == sorted(
         (id(s), round_no) for s in (betting_tab, idle_tab, joined_elsewhere)
     )
-    hub.unregister(idle_tab)
-    assert hub.sessions_of("alice") == {betting_tab}
+    hub.settlements.unregister(idle_tab)
+    assert hub.settlements.sessions_of("alice") == {betting_tab}
 
 
 class FlakyStore(MemoryStore):
@@ -358,9 +363,9 @@ async def test_a_failed_settlement_read_is_retried(clock: ManualClock, make_hub:
 
     with structlog.testing.capture_logs() as logs:
         hub = make_hub(store, send, check_interval=QUIET, retry_delay=0.01)
-        feed = await hub.feed(TABLE)
+        await hub.feed(TABLE)  # the feed that sees the round settle
         owner, round_no = await _round_with_bettors(store, players)
-        feed.bettors[round_no] = {FakeSub(player) for player in players}
+        hub.settlements.bettors[TABLE, round_no] = {FakeSub(player) for player in players}
         hub.offer(TABLE, await owner.finish())
         await asyncio.wait_for(arrived.wait(), within())
     assert (store.batch_reads, store.single_reads) == (2, 0)
@@ -382,9 +387,32 @@ async def test_a_task_that_keeps_failing_is_given_up(store: MemoryStore, make_hu
         raise ValueError("always")
 
     with structlog.testing.capture_logs() as logs:
-        assert await hub.spawn("broken", broken, table=TABLE) is False
+        assert await hub.tasks.spawn("broken", broken, table=TABLE) is False
     assert calls == 3
     assert [e["event"] for e in logs] == ["task_failed"] * 3 + ["task_gave_up"]
+
+
+async def test_a_retry_waits_on_the_hubs_clock(store: MemoryStore, make_hub: Make) -> None:
+    """The pause before a retry is a sleep on the hub's Clock, not on the wall clock: with a
+    manual clock the retry runs only once the test moves time past the pause."""
+    clock = LoopClock()
+    hub = make_hub(store, clock=clock, retry_delay=5.0)
+    calls = 0
+
+    async def fails_once() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise ValueError("first try")
+
+    with structlog.testing.capture_logs():
+        task = hub.tasks.spawn("flaky", fails_once, table=TABLE)
+        await clock.advance(0)  # lets it run until it sleeps
+        assert calls == 1 and clock.sleepers == 1 and not task.done()
+        await clock.advance(4.9)
+        assert calls == 1 and not task.done()
+        await clock.advance(0.1)
+        assert await task is True and calls == 2
 
 
 # --- the history goes backwards --------------------------------------------------------------
@@ -672,9 +700,9 @@ async def test_a_notice_brings_the_settlement_to_a_session_of_no_table(
     arrived = asyncio.Event()
     hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
     dave, carol = FakeSub("dave"), FakeSub("carol")
-    hub.register(dave)
-    hub.register(carol)
-    await asyncio.wait_for(hub.notices_live.wait(), within())
+    hub.settlements.register(dave)
+    hub.settlements.register(carol)
+    await asyncio.wait_for(hub.settlements.notices_live.wait(), within())
     owner, round_no = await _round_with_bettors(store, ["erin", "dave"])
     await owner.finish()
     await _wait(arrived)
@@ -705,10 +733,10 @@ async def test_players_a_feed_serves_are_not_read_again_for_the_notice(
     hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
     feed = await hub.feed(TABLE)
     dave, erin = FakeSub("dave"), FakeSub("erin")
-    hub.register(dave)
-    hub.register(erin)
+    hub.settlements.register(dave)
+    hub.settlements.register(erin)
     assert feed.subscribe_after(dave, feed.last_seq) is not None
-    await asyncio.wait_for(hub.notices_live.wait(), within())
+    await asyncio.wait_for(hub.settlements.notices_live.wait(), within())
     owner, round_no = await _round_with_bettors(store, ["dave", "erin"])
     events = await owner.finish()
     if handed_over:
@@ -735,17 +763,17 @@ async def test_a_player_joined_when_a_slices_notice_came_gets_it_after_the_event
     hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
     feed = await hub.feed(TABLE)
     dave = FakeSub("dave")
-    hub.register(dave)
+    hub.settlements.register(dave)
     assert feed.subscribe_after(dave, feed.last_seq) is not None
-    await asyncio.wait_for(hub.notices_live.wait(), within())
+    await asyncio.wait_for(hub.settlements.notices_live.wait(), within())
     heard = asyncio.Event()
-    on_settled = hub.on_settled
+    on_settled = hub.settlements.on_settled
 
     def hearing(notice: Any) -> None:
         on_settled(notice)
         heard.set()
 
-    hub.on_settled = hearing  # type: ignore[method-assign]
+    hub.settlements.on_settled = hearing  # type: ignore[method-assign]
     owner, round_no = await _round_with_bettors(store, ["dave", "erin"])
     await owner.close()
     await owner.deal()
@@ -794,8 +822,8 @@ async def test_the_notice_listener_outlives_a_store_error(
     arrived = asyncio.Event()
     hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
     with structlog.testing.capture_logs() as logs:
-        hub.register(FakeSub("dave"))
-        await asyncio.wait_for(hub.notices_live.wait(), within())
+        hub.settlements.register(FakeSub("dave"))
+        await asyncio.wait_for(hub.settlements.notices_live.wait(), within())
         owner, round_no = await _round_with_bettors(store, ["dave"])
         await owner.finish()
         await _wait(arrived)
@@ -818,8 +846,8 @@ async def test_the_notice_listener_outlives_a_redis_restart(make_hub: Make) -> N
             got: list[tuple[str, int]] = []
             arrived = asyncio.Event()
             hub = make_hub(store, _collect(got, arrived), check_interval=QUIET)
-            hub.register(FakeSub("dave"))
-            await asyncio.wait_for(hub.notices_live.wait(), within())
+            hub.settlements.register(FakeSub("dave"))
+            await asyncio.wait_for(hub.settlements.notices_live.wait(), within())
             server.restart()  # killed: nothing kept
             await store.create_table(TABLE, RULES)
             await store.ensure_player("dave", 10_000)

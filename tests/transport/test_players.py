@@ -251,7 +251,7 @@ async def test_a_connection_on_a_node_away_from_the_table_gets_the_settlement_on
     token = _player_token("dave")
     away = await dial(first, token=token)
     betting = await dial(second, token=token)
-    await asyncio.wait_for(first.hub.notices_live.wait(), within())
+    await asyncio.wait_for(first.hub.settlements.notices_live.wait(), within())
     await betting.join()
     rounds = []
     for bet_id in ("d-1", "d-2"):
