@@ -1,4 +1,4 @@
-"""The import rules of STYLE.md section 4, checked by parsing every module with ast.
+"""The import rules of docs/architecture.md, checked by parsing every module with ast.
 
 Edges point down only: core <- wire <- store <- runtime <- transport <- app/cli. The core is
 pure (no clock, no I/O, no third-party code), and only the composition roots (server/app.py,
@@ -41,7 +41,7 @@ CONCRETE_ENGINES = ("server.store.memory", "server.store.redis")
 COMPOSITION_ROOTS = ("server/app.py", "server/cli.py")
 
 # Standard-library modules the core must not touch even though they ship with Python:
-# it never reads a clock, sleeps, does I/O or logs (STYLE.md sections 1 and 6).
+# it never reads a clock, sleeps, does I/O or logs (docs/architecture.md, Layers).
 CORE_FORBIDDEN = frozenset(
     {
         "asyncio",
@@ -428,3 +428,16 @@ def test_sleep_scanner_sees_calls_references_and_imports() -> None:
         "    await asyncio.sleep(0.0 + 0)\n"
     )
     assert sleeps_in(source) == [2, 3, 5, 6]
+
+
+def test_the_readme_layout_lists_every_package() -> None:
+    """README's layout section names every package of server/ (and the docs it points to
+    exist), so a new package cannot land without a line saying what it holds."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    layout = layout[: layout.index("\n## ", 1)] if "\n## " in layout[1:] else layout
+    packages = sorted(p.parent.name for p in SERVER.glob("*/__init__.py"))
+    assert packages, "no packages found under server/"
+    missing = [name for name in packages if f"  {name}/" not in layout]
+    assert missing == []
+    assert (ROOT / "docs" / "architecture.md").is_file()
