@@ -36,6 +36,33 @@ WATCH_CARDS = """([selector, testid]) => {
 }"""
 
 
+# Every value the two hand totals show, as a pair, as it changes: the final totals of a round
+# may show only briefly (the next round clears them after --result-pause and
+# --next-round-pause), so a test looks for them in what was shown, not in what is shown now.
+WATCH_HAND_TOTALS = """() => {
+  window.__handTotals = [];
+  const player = document.querySelector('[data-testid=player-total]');
+  const banker = document.querySelector('[data-testid=banker-total]');
+  const note = () => window.__handTotals.push([player.textContent, banker.textContent]);
+  const observer = new MutationObserver(note);
+  for (const node of [player, banker]) {
+    observer.observe(node, {childList: true, characterData: true, subtree: true});
+  }
+}"""
+
+
+def watch_hand_totals(page: Any) -> None:
+    page.evaluate(WATCH_HAND_TOTALS)
+
+
+def wait_hand_totals(page: Any, player: int, banker: int) -> None:
+    """Wait until the page has shown these totals together (they may be gone again by now)."""
+    page.wait_for_function(
+        f"window.__handTotals.some(([p, b]) => p === '{player}' && b === '{banker}')",
+        timeout=within(ROUND_SECONDS) * 1000,
+    )
+
+
 def wait_open(page: Any) -> None:
     expect(page.get_by_test_id("connection")).to_have_attribute("data-state", "open")
 
@@ -163,6 +190,7 @@ def test_bet_deal_settle_roads_and_replay(
     before = balance(page)
     beads, bigs = road_cells(page, "bead-plate"), road_cells(page, "big-road")
     page.evaluate(WATCH_CARDS, [".hands", "card"])
+    watch_hand_totals(page)
 
     page.get_by_test_id("chip-1000").click()
     page.get_by_test_id("spot-banker").click()
@@ -193,8 +221,7 @@ def test_bet_deal_settle_roads_and_replay(
     server_span = dealt[-1]["ts"] - dealt[0]["ts"]
     page_span = added[-1]["t"] - added[0]["t"]
     assert page_span >= 0.5 * server_span, (page_span, server_span)  # not drawn all at once
-    expect(page.get_by_test_id("player-total")).to_have_text(str(result["player_total"]))
-    expect(page.get_by_test_id("banker-total")).to_have_text(str(result["banker_total"]))
+    wait_hand_totals(page, result["player_total"], result["banker_total"])
 
     # The settlement, and the balance moving by exactly its credit.
     settlement = page.locator(f"[data-testid=settlement][data-round='{round_no}']")

@@ -22,7 +22,15 @@ from tests.browser.harness import (
     StackedRandom,
     within,
 )
-from tests.browser.test_page import balance, expect, table_state, wait_betting, wait_open
+from tests.browser.test_page import (
+    balance,
+    expect,
+    table_state,
+    wait_betting,
+    wait_hand_totals,
+    wait_open,
+    watch_hand_totals,
+)
 
 PageFactory = Callable[..., Any]
 
@@ -201,6 +209,7 @@ def test_a_hand_total_counts_a_card_only_once_it_has_appeared(
     wait_open(page)
     round_no = wait_betting(page, min_ms=500)
     page.evaluate(WATCH_TOTALS)
+    watch_hand_totals(page)
     page.wait_for_function(
         f"window.__baccarat.tables.get('t1').result?.round === {round_no}",
         timeout=within(2 * ROUND_SECONDS) * 1000,
@@ -210,8 +219,7 @@ def test_a_hand_total_counts_a_card_only_once_it_has_appeared(
     for hand, card in firsts.items():
         assert card[hand] == "", f"the {hand} total showed {card[hand]!r} as its first card came"
     result = page.evaluate("window.__baccarat.tables.get('t1').result")
-    expect(page.get_by_test_id("player-total")).to_have_text(str(result["player_total"]))
-    expect(page.get_by_test_id("banker-total")).to_have_text(str(result["banker_total"]))
+    wait_hand_totals(page, result["player_total"], result["banker_total"])
 
 
 def test_a_spectator_sees_every_players_totals_on_the_layout(
