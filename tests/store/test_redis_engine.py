@@ -13,6 +13,7 @@ from redis.crc import key_slot
 from server.core.bets import Spot, SpotLimit, TableLimits
 from server.core.errors import BetRejected, RejectCode
 from server.core.rules import TableRules
+from server.store.audit import DEFAULT_AUDIT_KEEP_MS
 from server.store.base import BetReceipt, Store, StoreDataError, StoreUnavailable
 from server.store.codec import unpackb
 from server.store.redis import RedisStore
@@ -69,7 +70,8 @@ async def test_keys_of_a_table_share_one_hash_tag(table: Store, raw: Redis) -> N
     for player in ("alice", "bob"):
         mine = [k for k in player_keys if f"{{p:{player}}}" in k]
         # receipts live with the round; nothing is left in play once it is settled
-        assert mine == [f"{prefix}:{{p:{player}}}:{kind}" for kind in ("balance", "history")]
+        kinds = ("audit", "balance", "history")
+        assert mine == [f"{prefix}:{{p:{player}}}:{kind}" for kind in kinds]
     assert sorted(set(keys) - set(table_keys) - set(player_keys)) == [
         f"{prefix}:ledger",
         f"{prefix}:tables",
@@ -500,8 +502,9 @@ async def test_a_forgotten_round_leaves_no_key(make_store: StoreFactory, raw: Re
 
 async def _footprint(raw: Redis, store: Store) -> tuple[list[str], int, list[bytes]]:
     """The store's keys, the bytes Redis says they take (MEMORY USAGE) but the ledger's, and
-    the ledger's fields (its counters' values only grow in digits, never in number)."""
-    keys = await keys_of(raw, store)
+    the ledger's fields (its counters' values only grow in digits, never in number). The
+    players' audit logs are left out: they outlive the players (see _audit_logs)."""
+    keys = [key for key in await keys_of(raw, store) if not key.endswith("}:audit")]
     ledger = f"{prefix_of(store)}:ledger"
     sizes = [await raw.memory_usage(key, samples=0) or 0 for key in keys if key != ledger]
     return keys, sum(sizes), sorted(await raw.hkeys(ledger))
@@ -509,7 +512,8 @@ async def _footprint(raw: Redis, store: Store) -> tuple[list[str], int, list[byt
 
 async def test_a_thousand_guest_visits_leave_redis_no_bigger(table: Store, raw: Redis) -> None:
     """1,000 connect/disconnect cycles (a guest each, some with operator money) leave the same
-    keys taking no more memory once the guests expired, and the ledger balanced."""
+    keys taking no more memory once the guests expired, and the ledger balanced; but for each
+    guest's audit log, which expires by itself once it has kept its entries audit_keep_ms."""
     store = table  # a table and two players that stay
     await store.ensure_player("warm-up", 1_000, guest_ttl_ms=1)  # the ledger's fields exist
     await store.move_money("warm-up", 1, "k")
@@ -524,7 +528,11 @@ async def test_a_thousand_guest_visits_leave_redis_no_bigger(table: Store, raw: 
     keys, size, ledger_fields = await _footprint(raw, store)
     assert keys == before[0] and ledger_fields == before[2]
     assert size <= before[1]
-    assert await raw.dbsize() == db_before
+    assert await raw.dbsize() == db_before + 1_000
+    logs = [key for key in await keys_of(raw, store) if key.endswith("}:audit")]
+    assert len(logs) == 1_000 + 3  # and alice's, bob's and warm-up's
+    for log in logs:
+        assert 0 < await raw.pttl(log) <= DEFAULT_AUDIT_KEEP_MS
     ledger = await store.ledger()
     assert ledger.balanced and ledger.balances == 15_000  # alice's and bob's
     assert ledger.expired == ledger.issued - 15_000 + ledger.operator_in - ledger.operator_out
@@ -548,11 +556,13 @@ async def test_guest_and_wallet_keys(table: Store, raw: Redis) -> None:
     await owner.finish()
     assert await raw.exists(f"{prefix}:{{p:g}}:in_play") == 0
     assert await table.expire_guests(now_ms=int(expiry)) == 1
-    assert [k for k in await keys_of(raw, table) if "{p:g}" in k] == []
+    # but the audit log, which ends with the expiry and stays for audit_keep_ms
+    assert [k for k in await keys_of(raw, table) if "{p:g}" in k] == [f"{prefix}:{{p:g}}:audit"]
+    assert 0 < await raw.pttl(f"{prefix}:{{p:g}}:audit") <= DEFAULT_AUDIT_KEEP_MS
     assert await raw.exists(f"{prefix}:guests", f"{prefix}:guest_ttl") == 0
 
 
-KINDS_WHILE_PLAYING = ("balance", "in_play", "movements", "moves", "move_keys")
+KINDS_WHILE_PLAYING = ("audit", "balance", "in_play", "movements", "moves", "move_keys")
 
 
 async def test_a_sweep_goes_past_guests_with_stakes_in_play(
