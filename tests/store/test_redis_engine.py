@@ -302,6 +302,7 @@ async def test_a_damaged_key_fails_only_its_bet_and_leaves_nothing_behind(
         "totals_text",
         "ledger_text",
         "mine_hash",
+        "audit_text",
     ],
 )
 async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
@@ -329,6 +330,8 @@ async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
         await raw.hset(prefix + "totals:1", "player", "x")
     elif damage == "ledger_text":
         await raw.hset(ledger, "in_play", str(2**63 - 50))  # the next 100 would overflow it
+    elif damage == "audit_text":  # the audit log's XADD would fail after the debit
+        await raw.set(table._player_key("bob", "audit"), "not a stream")
     else:
         await raw.hset(prefix + "mine:1:bob", "not", "a list")
     before = {key: await raw.dump(key) async for key in raw.scan_iter(f"{table.key_prefix}:*")}
@@ -343,7 +346,7 @@ async def _dumps(raw: Redis, store: RedisStore) -> dict[bytes, bytes | None]:
     return {key: await raw.dump(key) async for key in raw.scan_iter(f"{store.key_prefix}:*")}
 
 
-@pytest.mark.parametrize("damage", ["history", "in_play", "house", "stream"])
+@pytest.mark.parametrize("damage", ["history", "in_play", "house", "stream", "audit"])
 async def test_a_commit_that_cannot_write_a_value_writes_nothing(
     table: Store, raw: Redis, damage: str
 ) -> None:
@@ -363,6 +366,7 @@ async def test_a_commit_that_cannot_write_a_value_writes_nothing(
         "in_play": table._player_key("bob", "in_play"),
         "house": f"{table.key_prefix}:ledger",
         "stream": f"{table.key_prefix}:{{t:{TABLE}}}:stream",
+        "audit": table._player_key("bob", "audit"),
     }[damage]
     saved = await raw.dump(key)
     if damage == "house":
@@ -385,7 +389,7 @@ async def test_a_commit_that_cannot_write_a_value_writes_nothing(
     assert (await table.ledger()).balanced
 
 
-@pytest.mark.parametrize("damage", ["movements", "moves", "balance", "ledger"])
+@pytest.mark.parametrize("damage", ["movements", "moves", "balance", "ledger", "audit"])
 async def test_a_movement_that_cannot_write_a_value_moves_nothing(
     store: Store, raw: Redis, damage: str
 ) -> None:
@@ -430,6 +434,32 @@ async def test_a_sweep_skips_a_guest_it_cannot_remove_whole(store: Store, raw: R
     assert await store.balance("g0") is None and await store.balance("g2") is None
     ledger = await store.ledger()
     assert (ledger.issued, ledger.expired, ledger.balances) == (3_000, 2_000, 1_000)
+
+
+async def test_a_new_player_with_a_damaged_audit_log_is_not_created(
+    store: Store, raw: Redis
+) -> None:
+    """ensure_player checks the audit log it appends `issue` to before its first write."""
+    assert isinstance(store, RedisStore)
+    await raw.set(store._player_key("new", "audit"), "not a stream")
+    before = await _dumps(raw, store)
+    with pytest.raises(StoreDataError):
+        await store.ensure_player("new", 1_000, 60_000)
+    assert await _dumps(raw, store) == before
+
+
+async def test_a_sweep_skips_a_guest_whose_audit_log_is_damaged(store: Store, raw: Redis) -> None:
+    """A guest whose audit log is not a stream is skipped whole (its `expire` entry could not
+    be written): its balance stays, and the ledger counts nothing as expired."""
+    assert isinstance(store, RedisStore)
+    for name in ("g0", "g1"):
+        await store.ensure_player(name, 1_000, 60_000)
+    await raw.delete(store._player_key("g1", "audit"))
+    await raw.set(store._player_key("g1", "audit"), "not a stream")
+    assert await store.expire_guests(now_ms=await store.now_ms() + 120_000) == 1
+    assert await store.balance("g1") == 1_000
+    assert (await store.ledger()).expired == 1_000  # g0's only
+    assert [e.kind for e in await store.audit("g0")] == ["issue", "expire"]
 
 
 async def test_unreachable_redis_raises_store_unavailable(own_server: RedisProcess) -> None:
