@@ -49,7 +49,7 @@ class MemoryAudit:
         floor = (now - self.keep_ms, 0)
         while self._logs:  # logs idle for keep_ms hold nothing readable: Redis expires them
             name, oldest = next(iter(self._logs.items()))
-            if oldest.written_ms > now - self.keep_ms:
+            if oldest.written_ms >= now - self.keep_ms:
                 break
             del self._logs[name]
         log = self._logs.pop(player, None)
