@@ -25,6 +25,7 @@ from server.core.rules import PRESETS, TableRules, rules_preset
 from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
 from server.runtime.table_loop import TableLoop
+from server.store.audit import DAY_MS
 from server.store.base import Store, StoreRefused, StoreUnavailable
 from server.tables_file import TABLE_ID, read_tables_file
 from server.transport.admin import AdminRoutes, bound_port, start_admin
@@ -87,6 +88,8 @@ def make_store(settings: Settings, clock: Clock) -> Store:
             history_rounds=settings.history_rounds,
             recall_rounds=settings.recall_rounds,
             max_bets_per_round=settings.max_bets_per_round,
+            audit_keep_ms=settings.audit_days * DAY_MS,
+            audit_entries=settings.audit_entries,
         )
     from server.store.memory import MemoryStore
 
@@ -96,6 +99,8 @@ def make_store(settings: Settings, clock: Clock) -> Store:
         history_rounds=settings.history_rounds,
         recall_rounds=settings.recall_rounds,
         max_bets_per_round=settings.max_bets_per_round,
+        audit_keep_ms=settings.audit_days * DAY_MS,
+        audit_entries=settings.audit_entries,
     )
 
 

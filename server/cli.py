@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from server.auth import DEFAULT_TOKEN_TTL_S, Role, load_secret, mint_token
 from server.config import add_serve_arguments
@@ -25,6 +25,9 @@ from server.core.coup import resolve_coup
 from server.core.errors import CardError, NotEnoughCards
 from server.core.odds import compute_odds, house_edges, shoe_after
 from server.core.roads import build_roads, parse_results
+
+if TYPE_CHECKING:
+    from server.store.base import Store
 
 __all__ = ["build_parser", "main"]
 
@@ -340,6 +343,35 @@ def _add_bots(subparsers: argparse._SubParsersAction[_Parser]) -> None:
     parser.set_defaults(handler=_run_bots)
 
 
+# --- audit (issue 18; the options and the run belong to server.audit_cli) ---------------------
+
+
+def _open_redis(url: str, key_prefix: str, audit_keep_ms: int) -> Store:
+    from server.store.redis import RedisStore  # lazy, as `serve` loads it
+
+    return RedisStore.from_url(url, key_prefix=key_prefix, audit_keep_ms=audit_keep_ms)
+
+
+def _run_audit(args: argparse.Namespace) -> int:
+    from server.audit_cli import run_audit
+
+    return run_audit(args, _open_redis)
+
+
+def _add_audit(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    from server.audit_cli import add_audit_arguments
+
+    parser = subparsers.add_parser(
+        "audit",
+        help="print a player's audit log: every movement of its money",
+        description="Print a player's audit log, oldest first: each bet, settlement, refund, "
+        "operator credit or debit, initial balance and guest expiry, with the balance after. "
+        "Read from a node's admin listener (--url) or the Redis engine's store (--redis).",
+    )
+    add_audit_arguments(parser)
+    parser.set_defaults(handler=_run_audit)
+
+
 # --- entry point -----------------------------------------------------------------------------
 
 
@@ -352,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(subparsers)
     _add_token(subparsers)
     _add_bots(subparsers)
+    _add_audit(subparsers)
     return parser
 
 

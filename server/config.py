@@ -100,6 +100,8 @@ class Settings:
     drain_seconds: float = 3.0
     recall_rounds: int = 100  # store.wallet.DEFAULT_RECALL_ROUNDS
     max_bets_per_round: int = 50  # store.base.DEFAULT_MAX_BETS_PER_ROUND
+    audit_days: int = 90  # store.audit.DEFAULT_AUDIT_DAYS
+    audit_entries: int = 100_000  # store.audit.DEFAULT_AUDIT_ENTRIES
     auth: AuthSettings = field(default_factory=AuthSettings)
     max_connections_per_player: int = 0  # per node; 0: no cap
     workers: int = 1  # processes serving one port (SO_REUSEPORT); more than 1 needs --redis
@@ -291,6 +293,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "max_connections_per_player": (0, 1_000_000),
     "recall_rounds": (10, 1000),  # regulators ask for at least the last 10
     "max_bets_per_round": (1, 1_000_000),
+    "audit_days": (1, 36_500),
+    "audit_entries": (1, 100_000_000),
     "workers": (1, 64),
     "admin_port": (0, 65535),
 }
@@ -378,6 +382,8 @@ _HELP = {
     "recall_rounds": "rounds each player can look back at (history), 10-1000",
     "max_bets_per_round": "bets a player may have accepted in one round of a table; more get "
     "bet_rejected TOO_MANY_BETS",
+    "audit_days": "days each player's audit log keeps an entry of a money movement",
+    "audit_entries": "most entries each player's audit log keeps (the oldest go first)",
     "secret": "shared secret that signs tokens, or a file holding it (empty: demo mode)",
     "allow_guests": "with a secret, a connection without a token gets a guest player",
     "allow_anonymous_spectators": "a connection without a token may watch (default: on in demo "

@@ -389,6 +389,27 @@ async def test_max_bets_per_round_reaches_the_store(clean_env: pytest.MonkeyPatc
     assert refused.value.code is RejectCode.TOO_MANY_BETS
 
 
+async def test_the_audit_limits_reach_the_store(clean_env: pytest.MonkeyPatch) -> None:
+    """--audit-days (default 90) and --audit-entries (default 100,000) are the store's: a
+    player's log keeps that many entries, none older than that many days."""
+    assert (Settings().audit_days, Settings().audit_entries) == (90, 100_000)
+    clean_env.setenv("BACCARAT_AUDIT_DAYS", "2")
+    settings = _settings("--audit-entries", "3")
+    assert (settings.audit_days, settings.audit_entries) == (2, 3)
+    with pytest.raises(ValueError, match="--audit-days must be a whole number from 1"):
+        Settings(audit_days=0)
+    clock = ManualClock()
+    store = app.make_store(settings, clock)
+    await store.ensure_player("p", 100)
+    for i in range(4):
+        await store.move_money("p", 1, f"k-{i}")
+    assert [e.key for e in await store.audit("p")] == ["k-1", "k-2", "k-3"]
+    await clock.advance(2 * 86_400)  # two days old: kept
+    assert len(await store.audit("p")) == 3
+    await clock.advance(0.001)
+    assert await store.audit("p") == []
+
+
 def test_default_node_id_is_unique() -> None:
     """Without a node id each node gets its own host-pid-random name."""
     first, second = Settings().resolved_node_id(), Settings().resolved_node_id()

@@ -26,6 +26,7 @@ from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import TableState
+from server.store.audit import AUDIT_PAGE, AuditEntry
 from server.store.wallet import Wallet
 from server.wire.shapes import PayoutView, TableEvent
 
@@ -332,6 +333,21 @@ class Store(Wallet):
     @abc.abstractmethod
     async def ledger(self) -> Ledger:
         """Where all the money is; `Ledger.balanced` must always hold."""
+
+    @abc.abstractmethod
+    async def audit(
+        self,
+        player: str,
+        since_ms: int | None = None,
+        limit: int = AUDIT_PAGE,
+        after: str | None = None,
+    ) -> list[AuditEntry]:
+        """The player's audit log, oldest first (server/store/audit.py): at most `limit`
+        entries, none older than the store keeps (`audit_keep_ms` by the store's clock), none
+        whose sequence is before `since_ms`, and only those after the sequence `after` (the
+        last of a page, to read the next). Every movement of the player's money wrote one
+        entry in the same atomic step; a movement refused or not written wrote none. The log
+        outlives the player: a guest's ends with its `expire` entry."""
 
     async def close(self) -> None:
         """Release connections; the default has none."""

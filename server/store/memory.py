@@ -22,6 +22,7 @@ from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import TableState, verify_bet_window
+from server.store.audit import DEFAULT_AUDIT_ENTRIES, DEFAULT_AUDIT_KEEP_MS, paying_kind
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
@@ -59,8 +60,11 @@ class MemoryStore(MemoryWallet):
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
         max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
+        *,
+        audit_keep_ms: int = DEFAULT_AUDIT_KEEP_MS,
+        audit_entries: int = DEFAULT_AUDIT_ENTRIES,
     ) -> None:
-        super().__init__(now_ms)  # the wallet's records and counters
+        super().__init__(now_ms, audit_keep_ms, audit_entries)  # the wallet's records
         self._max_bets = max(max_bets_per_round, 1)
         self._history_events = history_events
         self._history_rounds = max(history_rounds, 1)
@@ -160,6 +164,9 @@ class MemoryStore(MemoryWallet):
         receipt = BetReceipt(
             table_id, table.header.round, bet_id, spot_.value, amount, balance - amount
         )
+        self._audit.append(
+            "bet", player, -amount, balance - amount, table_id, receipt.round, bet_id
+        )
         record.receipts[key] = receipt
         table.receipt_rounds[key] = receipt.round
         return receipt
@@ -223,6 +230,7 @@ class MemoryStore(MemoryWallet):
             by_player.setdefault(payout.player, []).append(payout)
         record = self._round(table, state.round)
         now = self._now_ms()
+        kind = paying_kind(state, summary)
         paid = []
         for player, mine in by_player.items():
             if player in record.settlements:
@@ -236,6 +244,7 @@ class MemoryStore(MemoryWallet):
             wallet.in_play = max(wallet.in_play - staked, 0)
             self._in_play -= staked
             self._house += staked - credit
+            self._audit.append(kind, player, credit, wallet.balance, state.table_id, state.round)
             record.settlements[player] = Settlement(
                 state.table_id, state.round, [payout_view(p) for p in mine], wallet.balance
             )

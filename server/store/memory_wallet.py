@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import Any
 
+from server.store.audit import (
+    AUDIT_PAGE,
+    DEFAULT_AUDIT_ENTRIES,
+    DEFAULT_AUDIT_KEEP_MS,
+    AuditEntry,
+)
 from server.store.base import Ledger, Store
+from server.store.memory_audit import MemoryAudit
 from server.store.memory_records import PlayerRecord
 from server.store.wallet import (
     IDEMPOTENCY_KEYS_KEPT,
@@ -27,8 +34,15 @@ __all__ = ["MemoryWallet"]
 
 
 class MemoryWallet(Store):
-    def __init__(self, now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        now_ms: Callable[[], int],
+        audit_keep_ms: int = DEFAULT_AUDIT_KEEP_MS,
+        audit_entries: int = DEFAULT_AUDIT_ENTRIES,
+    ) -> None:
         self._now_ms = now_ms
+        # Every movement appends to it with no await between the move and the append.
+        self._audit = MemoryAudit(now_ms, audit_keep_ms, audit_entries)
         self._players: dict[str, PlayerRecord] = {}
         self._guests: set[str] = set()  # the players that may expire: a sweep looks at these
         self._issued = 0
@@ -53,6 +67,7 @@ class MemoryWallet(Store):
             record = self._players[player] = PlayerRecord(initial_balance, ttl)
             self._issued += initial_balance
             self._balances += initial_balance
+            self._audit.append("issue", player, initial_balance, initial_balance)
             if ttl is not None:
                 self._guests.add(player)
         elif record.guest_ttl_ms is not None and guest_ttl_ms is not None:
@@ -92,6 +107,8 @@ class MemoryWallet(Store):
         else:
             self._operator_out -= amount
         movement = Movement(player, amount, idempotency_key, record.balance, self._now_ms())
+        kind = "operator_credit" if amount > 0 else "operator_debit"
+        self._audit.append(kind, player, amount, record.balance, ref=idempotency_key)
         record.movements.appendleft(movement)
         record.moves[idempotency_key] = movement
         while len(record.moves) > IDEMPOTENCY_KEYS_KEPT:
@@ -120,6 +137,7 @@ class MemoryWallet(Store):
             balance = self._players.pop(name).balance
             self._balances -= balance
             self._expired += balance
+            self._audit.append("expire", name, -balance, 0)
         return len(gone)
 
     async def history(
@@ -130,6 +148,15 @@ class MemoryWallet(Store):
             return []
         found = [r for r in record.history if table_id is None or r["table"] == table_id]
         return found[:limit]
+
+    async def audit(
+        self,
+        player: str,
+        since_ms: int | None = None,
+        limit: int = AUDIT_PAGE,
+        after: str | None = None,
+    ) -> list[AuditEntry]:
+        return self._audit.read(player, since_ms, limit, after)
 
     async def ledger(self) -> Ledger:
         return Ledger(

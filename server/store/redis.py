@@ -29,6 +29,7 @@ from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import Phase, TableState
+from server.store.audit import DEFAULT_AUDIT_ENTRIES, DEFAULT_AUDIT_KEEP_MS, paying_kind
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
@@ -52,6 +53,7 @@ from server.store.codec import (
     unpackb,
 )
 from server.store.recall import record_body
+from server.store.redis_audit import RedisAudit
 from server.store.redis_bets import BetBatches, refuse, round_arg
 from server.store.redis_client import reachable
 from server.store.redis_events import RedisEvents
@@ -67,7 +69,7 @@ __all__ = ["RedisStore"]
 ROUND_BETS_PAGE = 1000  # bets one read of a round's list takes (and the node decodes at once)
 
 
-class RedisStore(RedisWallet, RedisGuests, RedisEvents, RedisNotices):
+class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices):
     def __init__(
         self,
         url: str,
@@ -80,6 +82,8 @@ class RedisStore(RedisWallet, RedisGuests, RedisEvents, RedisNotices):
         timeout_s: float = 5.0,
         retries: int = 3,
         max_connections: int = 64,
+        audit_keep_ms: int = DEFAULT_AUDIT_KEEP_MS,
+        audit_entries: int = DEFAULT_AUDIT_ENTRIES,
     ) -> None:
         super().__init__(
             url,
@@ -87,6 +91,8 @@ class RedisStore(RedisWallet, RedisGuests, RedisEvents, RedisNotices):
             timeout_s=timeout_s,
             retries=retries,
             max_connections=max_connections,
+            audit_keep_ms=audit_keep_ms,
+            audit_entries=audit_entries,
         )
         self._history = (max(history_events, 1), max(history_rounds, 1))
         self._recall_rounds = max(recall_rounds, 1)
@@ -104,6 +110,8 @@ class RedisStore(RedisWallet, RedisGuests, RedisEvents, RedisNotices):
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
         max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
         key_prefix: str = "bac",
+        audit_keep_ms: int = DEFAULT_AUDIT_KEEP_MS,
+        audit_entries: int = DEFAULT_AUDIT_ENTRIES,
     ) -> RedisStore:
         return cls(
             url,
@@ -112,6 +120,8 @@ class RedisStore(RedisWallet, RedisGuests, RedisEvents, RedisNotices):
             recall_rounds=recall_rounds,
             max_bets_per_round=max_bets_per_round,
             key_prefix=key_prefix,
+            audit_keep_ms=audit_keep_ms,
+            audit_entries=audit_entries,
         )
 
     # --- tables -------------------------------------------------------------------------
@@ -198,9 +208,10 @@ class RedisStore(RedisWallet, RedisGuests, RedisEvents, RedisNotices):
         except BetRejected:
             spot_ = None  # refused by the script, after the window checks, like the core
         amount_arg = str(amount) if type(amount) is int and amount > 0 else ""
+        key = self._player_key
         reply = await self._bets.place(
             table_id,
-            [self._player_key(player, "balance"), self._player_key(player, "in_play")],
+            [key(player, "balance"), key(player, "in_play"), key(player, "audit")],
             [player, bet_id, round_arg(round_no), spot_.value if spot_ else "", amount_arg],
         )
         if reply[0] != b"OK":
@@ -213,7 +224,7 @@ class RedisStore(RedisWallet, RedisGuests, RedisEvents, RedisNotices):
         return self._submit_script(
             "place_bet",
             [table.state, table.rounds, self._keys.ledger, *self._keys.guests, *keys],
-            [table_id, table.prefix, self._history[1], self._max_bets, *args],
+            [table_id, table.prefix, self._history[1], self._max_bets, *self._audit_keep, *args],
         )
 
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
@@ -264,8 +275,9 @@ class RedisStore(RedisWallet, RedisGuests, RedisEvents, RedisNotices):
             credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
             args += [player, credit, -staked, staked - credit, packb([p.to_dict() for p in mine])]
             args.append(packb(record_body(table_id, state.round, mine, summary)))
-            players += [self._player_key(player, kind) for kind in ("balance", "in_play")]
-            players.append(self._player_key(player, "history"))
+            kinds = ("balance", "in_play", "history", "audit")
+            players += [self._player_key(player, kind) for kind in kinds]
+        args += [paying_kind(state, summary), *self._audit_keep]  # its audit entries
         args.append(self._keys.settled)  # a paying commit publishes its notice there
         script_keys = [keys.state, keys.stream, keys.rounds, self._keys.ledger, *players]
         reply = await self._run("commit", script_keys, args)

@@ -21,6 +21,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
 
+from server.store.audit import DEFAULT_AUDIT_ENTRIES, DEFAULT_AUDIT_KEEP_MS
 from server.store.base import Store
 from server.store.redis_client import PackingConnection, reachable
 from server.store.redis_keys import KeyLayout
@@ -40,8 +41,12 @@ class RedisBase(Store):
         timeout_s: float,
         retries: int,
         max_connections: int,
+        audit_keep_ms: int = DEFAULT_AUDIT_KEEP_MS,
+        audit_entries: int = DEFAULT_AUDIT_ENTRIES,
     ) -> None:
         self._url = url
+        # The audit log's limits, as every money script takes them (server/store/audit.py).
+        self._audit_keep = (max(int(audit_keep_ms), 1), max(int(audit_entries), 1))
         self._prefix = key_prefix
         self._keys = KeyLayout(key_prefix)
         # Bound once: the bet path names a player's and a table's keys without a second hop.

@@ -31,7 +31,7 @@ class RedisGuests(RedisBase):
         removed = offset = 0
         while True:  # a batch per script, so no one script holds Redis long
             gone, looked_at, skipped = await self._run(
-                "expire_guests", keys, [now, offset, EXPIRE_BATCH, self._prefix]
+                "expire_guests", keys, [now, offset, EXPIRE_BATCH, self._prefix, *self._audit_keep]
             )
             removed, offset = removed + gone, offset + skipped  # skip those with bets in play
             if looked_at < EXPIRE_BATCH:

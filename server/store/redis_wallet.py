@@ -33,8 +33,10 @@ class RedisWallet(RedisBase):
         self, player: str, initial_balance: int, guest_ttl_ms: int | None = None
     ) -> int:
         keys = [self._player_key(player, "balance"), self._keys.ledger, *self._keys.guests]
+        keys.append(self._player_key(player, "audit"))
         ttl = "" if guest_ttl_ms is None else max(int(guest_ttl_ms), 0)
-        reply = await self._run("ensure_player", keys, [initial_balance, ttl, player])
+        args = [initial_balance, ttl, player, *self._audit_keep]
+        reply = await self._run("ensure_player", keys, args)
         if isinstance(reply, list):
             refused_write(reply)
         return int(reply)
@@ -49,9 +51,10 @@ class RedisWallet(RedisBase):
             *(self._player_key(player, kind) for kind in ("balance", "movements", "moves")),
             self._player_key(player, "move_keys"),
             self._keys.ledger,
+            self._player_key(player, "audit"),
         ]
         args = [player, amount, idempotency_key, MOVEMENTS_KEPT, IDEMPOTENCY_KEYS_KEPT]
-        reply = await self._run("move_money", keys, [*args, MONEY_LIMIT])
+        reply = await self._run("move_money", keys, [*args, MONEY_LIMIT, *self._audit_keep])
         code = reply[0].decode()
         if code == "FUNDS":
             raise InsufficientFunds(player, int(reply[1]), -amount)

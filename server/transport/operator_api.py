@@ -5,6 +5,8 @@ valid token of another role 403. Answers are JSON; a refusal is `{"error": code,
 ...}` with its HTTP status.
 
 - `GET /api/players/{id}`: the player's balance and latest operator movements.
+- `GET /api/players/{id}/audit?since=MS&after=SEQ&limit=N`: a page of the player's audit log,
+  oldest first (server/store/audit.py); `baccarat audit --url` pages through it.
 - `POST /api/players/{id}/credit` and `/debit` with `{"amount": 500, "idempotency_key": "k-1"}`:
   move money (the same key twice moves it once; a debit beyond the balance is 409, and so is
   a movement that would take a ledger counter past 2**63 - 1, `ledger_limit`).
@@ -32,6 +34,7 @@ from aiohttp import hdrs, web
 
 from server.auth import AuthError, AuthPolicy, check_player_id
 from server.metrics import Metrics
+from server.store.audit import AUDIT_PAGE, parse_seq
 from server.store.base import StateUnreadable, Store, StoreUnavailable
 from server.store.wallet import MOVEMENTS_KEPT, InsufficientFunds, LedgerLimit, check_movement
 
@@ -152,6 +155,8 @@ class OperatorApi:
         if action in ("credit", "debit"):
             player = _player_id(route[1])
             return await self._move(action, player, _body(await self._read(request)), operator)
+        if action == "audit":
+            return await self._audit(_player_id(route[1]), request.query)
         if action == "tables":
             return json_response({"tables": await self.tables()})
         if action in ("pause", "resume"):
@@ -185,6 +190,27 @@ class OperatorApi:
                 "movements": [movement.to_dict() for movement in movements],
             }
         )
+
+    async def _audit(self, player: str, query: Mapping[str, str]) -> web.Response:
+        """A page of the player's audit log: `limit` (1-1000) entries from `since` (ms) or
+        after the sequence `after`; an empty page once there are no more."""
+        since, after = query.get("since"), query.get("after")
+        limit = query.get("limit", str(AUDIT_PAGE))
+        try:
+            since_ms = _whole_number(since) if since is not None else None
+            size = _whole_number(limit)
+            if after is not None:
+                parse_seq(after)
+        except ValueError:
+            raise ApiError(
+                HTTPStatus.BAD_REQUEST,
+                "bad_query",
+                "since is a time in ms, after a sequence (<ms>-<n>), limit 1-1000",
+            ) from None
+        if not 1 <= size <= AUDIT_PAGE or (since_ms is not None and since_ms < 0):
+            raise ApiError(HTTPStatus.BAD_REQUEST, "bad_query", "limit is 1-1000, since >= 0")
+        entries = await self.store.audit(player, since_ms, size, after)
+        return json_response({"player": player, "entries": [e.to_dict() for e in entries]})
 
     async def _move(
         self, action: str, player: str, body: dict[str, Any], operator: str
@@ -252,6 +278,7 @@ _ROUTES: dict[tuple[str, ...], tuple[str, str]] = {
     ("players", "*"): ("GET", "player"),
     ("players", "*", "credit"): ("POST", "credit"),
     ("players", "*", "debit"): ("POST", "debit"),
+    ("players", "*", "audit"): ("GET", "audit"),
     ("tables",): ("GET", "tables"),
     ("tables", "*", "pause"): ("POST", "pause"),
     ("tables", "*", "resume"): ("POST", "resume"),

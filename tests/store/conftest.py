@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import pytest
 from redis.asyncio import Redis
 
+from server.store.audit import DEFAULT_AUDIT_ENTRIES, DEFAULT_AUDIT_KEEP_MS
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
@@ -55,11 +56,19 @@ async def make_store(
         history_rounds: int = DEFAULT_HISTORY_ROUNDS,
         recall_rounds: int = DEFAULT_RECALL_ROUNDS,
         max_bets_per_round: int = DEFAULT_MAX_BETS_PER_ROUND,
+        audit_keep_ms: int = DEFAULT_AUDIT_KEEP_MS,
+        audit_entries: int = DEFAULT_AUDIT_ENTRIES,
     ) -> Store:
         store: Store
         if engine == "memory":
             store = MemoryStore(
-                clock, history_events, history_rounds, recall_rounds, max_bets_per_round
+                clock,
+                history_events,
+                history_rounds,
+                recall_rounds,
+                max_bets_per_round,
+                audit_keep_ms=audit_keep_ms,
+                audit_entries=audit_entries,
             )
         else:
             prefixes.append(f"test-{uuid.uuid4().hex[:12]}")
@@ -70,6 +79,8 @@ async def make_store(
                 recall_rounds=recall_rounds,
                 max_bets_per_round=max_bets_per_round,
                 key_prefix=prefixes[-1],
+                audit_keep_ms=audit_keep_ms,
+                audit_entries=audit_entries,
             )
         made.append(store)
         return store

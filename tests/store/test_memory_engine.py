@@ -81,3 +81,22 @@ async def test_a_thousand_guest_visits_leave_no_player_behind() -> None:
     assert await store.expire_guests() == 1_000
     assert list(store._players) == ["stays"]
     assert (await store.ledger()).balanced
+
+
+async def test_audit_logs_idle_past_their_age_are_dropped() -> None:
+    """The twin of a Redis audit stream expiring: a log whose last entry is older than
+    audit_keep_ms is dropped by a later append of anyone, so a thousand guests that came and
+    expired cost nothing once that long has passed."""
+    clock = ManualClock()
+    store = MemoryStore(clock, audit_keep_ms=1_000)
+    for i in range(1_000):
+        await store.ensure_player(f"g{i}", 100, guest_ttl_ms=10)
+    assert await store.expire_guests(now_ms=clock.now_ms + 10) == 1_000
+    assert len(store._audit._logs) == 1_000
+    clock.now_ms += 1_000  # exactly audit_keep_ms old: still kept
+    await store.ensure_player("p", 5)
+    assert len(store._audit._logs) == 1_001
+    assert [e.kind for e in await store.audit("g0")] == ["issue", "expire"]
+    clock.now_ms += 1
+    await store.ensure_player("q", 5)
+    assert sorted(store._audit._logs) == ["p", "q"]

@@ -13,6 +13,7 @@ from redis.crc import key_slot
 from server.core.bets import Spot, SpotLimit, TableLimits
 from server.core.errors import BetRejected, RejectCode
 from server.core.rules import TableRules
+from server.store.audit import DEFAULT_AUDIT_KEEP_MS
 from server.store.base import BetReceipt, Store, StoreDataError, StoreUnavailable
 from server.store.codec import unpackb
 from server.store.redis import RedisStore
@@ -69,7 +70,8 @@ async def test_keys_of_a_table_share_one_hash_tag(table: Store, raw: Redis) -> N
     for player in ("alice", "bob"):
         mine = [k for k in player_keys if f"{{p:{player}}}" in k]
         # receipts live with the round; nothing is left in play once it is settled
-        assert mine == [f"{prefix}:{{p:{player}}}:{kind}" for kind in ("balance", "history")]
+        kinds = ("audit", "balance", "history")
+        assert mine == [f"{prefix}:{{p:{player}}}:{kind}" for kind in kinds]
     assert sorted(set(keys) - set(table_keys) - set(player_keys)) == [
         f"{prefix}:ledger",
         f"{prefix}:tables",
@@ -300,6 +302,7 @@ async def test_a_damaged_key_fails_only_its_bet_and_leaves_nothing_behind(
         "totals_text",
         "ledger_text",
         "mine_hash",
+        "audit_text",
     ],
 )
 async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
@@ -327,6 +330,8 @@ async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
         await raw.hset(prefix + "totals:1", "player", "x")
     elif damage == "ledger_text":
         await raw.hset(ledger, "in_play", str(2**63 - 50))  # the next 100 would overflow it
+    elif damage == "audit_text":  # the audit log's XADD would fail after the debit
+        await raw.set(table._player_key("bob", "audit"), "not a stream")
     else:
         await raw.hset(prefix + "mine:1:bob", "not", "a list")
     before = {key: await raw.dump(key) async for key in raw.scan_iter(f"{table.key_prefix}:*")}
@@ -341,7 +346,7 @@ async def _dumps(raw: Redis, store: RedisStore) -> dict[bytes, bytes | None]:
     return {key: await raw.dump(key) async for key in raw.scan_iter(f"{store.key_prefix}:*")}
 
 
-@pytest.mark.parametrize("damage", ["history", "in_play", "house", "stream"])
+@pytest.mark.parametrize("damage", ["history", "in_play", "house", "stream", "audit"])
 async def test_a_commit_that_cannot_write_a_value_writes_nothing(
     table: Store, raw: Redis, damage: str
 ) -> None:
@@ -361,6 +366,7 @@ async def test_a_commit_that_cannot_write_a_value_writes_nothing(
         "in_play": table._player_key("bob", "in_play"),
         "house": f"{table.key_prefix}:ledger",
         "stream": f"{table.key_prefix}:{{t:{TABLE}}}:stream",
+        "audit": table._player_key("bob", "audit"),
     }[damage]
     saved = await raw.dump(key)
     if damage == "house":
@@ -383,7 +389,7 @@ async def test_a_commit_that_cannot_write_a_value_writes_nothing(
     assert (await table.ledger()).balanced
 
 
-@pytest.mark.parametrize("damage", ["movements", "moves", "balance", "ledger"])
+@pytest.mark.parametrize("damage", ["movements", "moves", "balance", "ledger", "audit"])
 async def test_a_movement_that_cannot_write_a_value_moves_nothing(
     store: Store, raw: Redis, damage: str
 ) -> None:
@@ -428,6 +434,32 @@ async def test_a_sweep_skips_a_guest_it_cannot_remove_whole(store: Store, raw: R
     assert await store.balance("g0") is None and await store.balance("g2") is None
     ledger = await store.ledger()
     assert (ledger.issued, ledger.expired, ledger.balances) == (3_000, 2_000, 1_000)
+
+
+async def test_a_new_player_with_a_damaged_audit_log_is_not_created(
+    store: Store, raw: Redis
+) -> None:
+    """ensure_player checks the audit log it appends `issue` to before its first write."""
+    assert isinstance(store, RedisStore)
+    await raw.set(store._player_key("new", "audit"), "not a stream")
+    before = await _dumps(raw, store)
+    with pytest.raises(StoreDataError):
+        await store.ensure_player("new", 1_000, 60_000)
+    assert await _dumps(raw, store) == before
+
+
+async def test_a_sweep_skips_a_guest_whose_audit_log_is_damaged(store: Store, raw: Redis) -> None:
+    """A guest whose audit log is not a stream is skipped whole (its `expire` entry could not
+    be written): its balance stays, and the ledger counts nothing as expired."""
+    assert isinstance(store, RedisStore)
+    for name in ("g0", "g1"):
+        await store.ensure_player(name, 1_000, 60_000)
+    await raw.delete(store._player_key("g1", "audit"))
+    await raw.set(store._player_key("g1", "audit"), "not a stream")
+    assert await store.expire_guests(now_ms=await store.now_ms() + 120_000) == 1
+    assert await store.balance("g1") == 1_000
+    assert (await store.ledger()).expired == 1_000  # g0's only
+    assert [e.kind for e in await store.audit("g0")] == ["issue", "expire"]
 
 
 async def test_unreachable_redis_raises_store_unavailable(own_server: RedisProcess) -> None:
@@ -500,8 +532,9 @@ async def test_a_forgotten_round_leaves_no_key(make_store: StoreFactory, raw: Re
 
 async def _footprint(raw: Redis, store: Store) -> tuple[list[str], int, list[bytes]]:
     """The store's keys, the bytes Redis says they take (MEMORY USAGE) but the ledger's, and
-    the ledger's fields (its counters' values only grow in digits, never in number)."""
-    keys = await keys_of(raw, store)
+    the ledger's fields (its counters' values only grow in digits, never in number). The
+    players' audit logs are left out: they outlive the players (see _audit_logs)."""
+    keys = [key for key in await keys_of(raw, store) if not key.endswith("}:audit")]
     ledger = f"{prefix_of(store)}:ledger"
     sizes = [await raw.memory_usage(key, samples=0) or 0 for key in keys if key != ledger]
     return keys, sum(sizes), sorted(await raw.hkeys(ledger))
@@ -509,7 +542,8 @@ async def _footprint(raw: Redis, store: Store) -> tuple[list[str], int, list[byt
 
 async def test_a_thousand_guest_visits_leave_redis_no_bigger(table: Store, raw: Redis) -> None:
     """1,000 connect/disconnect cycles (a guest each, some with operator money) leave the same
-    keys taking no more memory once the guests expired, and the ledger balanced."""
+    keys taking no more memory once the guests expired, and the ledger balanced; but for each
+    guest's audit log, which expires by itself once it has kept its entries audit_keep_ms."""
     store = table  # a table and two players that stay
     await store.ensure_player("warm-up", 1_000, guest_ttl_ms=1)  # the ledger's fields exist
     await store.move_money("warm-up", 1, "k")
@@ -524,7 +558,11 @@ async def test_a_thousand_guest_visits_leave_redis_no_bigger(table: Store, raw: 
     keys, size, ledger_fields = await _footprint(raw, store)
     assert keys == before[0] and ledger_fields == before[2]
     assert size <= before[1]
-    assert await raw.dbsize() == db_before
+    assert await raw.dbsize() == db_before + 1_000
+    logs = [key for key in await keys_of(raw, store) if key.endswith("}:audit")]
+    assert len(logs) == 1_000 + 3  # and alice's, bob's and warm-up's
+    for log in logs:
+        assert 0 < await raw.pttl(log) <= DEFAULT_AUDIT_KEEP_MS
     ledger = await store.ledger()
     assert ledger.balanced and ledger.balances == 15_000  # alice's and bob's
     assert ledger.expired == ledger.issued - 15_000 + ledger.operator_in - ledger.operator_out
@@ -548,11 +586,13 @@ async def test_guest_and_wallet_keys(table: Store, raw: Redis) -> None:
     await owner.finish()
     assert await raw.exists(f"{prefix}:{{p:g}}:in_play") == 0
     assert await table.expire_guests(now_ms=int(expiry)) == 1
-    assert [k for k in await keys_of(raw, table) if "{p:g}" in k] == []
+    # but the audit log, which ends with the expiry and stays for audit_keep_ms
+    assert [k for k in await keys_of(raw, table) if "{p:g}" in k] == [f"{prefix}:{{p:g}}:audit"]
+    assert 0 < await raw.pttl(f"{prefix}:{{p:g}}:audit") <= DEFAULT_AUDIT_KEEP_MS
     assert await raw.exists(f"{prefix}:guests", f"{prefix}:guest_ttl") == 0
 
 
-KINDS_WHILE_PLAYING = ("balance", "in_play", "movements", "moves", "move_keys")
+KINDS_WHILE_PLAYING = ("audit", "balance", "in_play", "movements", "moves", "move_keys")
 
 
 async def test_a_sweep_goes_past_guests_with_stakes_in_play(

@@ -23,6 +23,7 @@ from websockets.typing import Subprotocol
 
 from server.app import Node
 from server.config import Settings
+from server.store.audit import DAY_MS
 from server.store.base import Store
 from server.wire.codec import Encoding, Frame, decode, encode
 from tests.redis_server import delete_keys
@@ -149,6 +150,8 @@ async def make_node(request: pytest.FixtureRequest) -> AsyncIterator[NodeFactory
                     history_events=settings.history_events,
                     history_rounds=settings.history_rounds,
                     max_bets_per_round=settings.max_bets_per_round,
+                    audit_keep_ms=settings.audit_days * DAY_MS,
+                    audit_entries=settings.audit_entries,
                 )
             return await stack.enter_async_context(Node(settings, store=store))
 

@@ -340,7 +340,9 @@ async def test_a_thousand_guest_visits_leave_redis_no_bigger(
     make_node: NodeFactory, dial: Dial, redis_url: str
 ) -> None:
     """1,000 guests connect and go; once their TTL passed (judged by expire_guests at a later
-    time, no waiting) Redis holds no more keys than before, and the ledger is balanced."""
+    time, no waiting) Redis holds no more keys than before, and the ledger is balanced; but
+    for each guest's audit log, which ends with its expiry and expires by itself once idle
+    for --audit-days."""
     from redis.asyncio import Redis
 
     node = await make_node("redis", guest_ttl=1, betting_window=600)  # rounds stand still
@@ -352,7 +354,8 @@ async def test_a_thousand_guest_visits_leave_redis_no_bigger(
     try:
 
         async def keys() -> int:
-            return len([k async for k in redis.scan_iter(match=f"{prefix}:*", count=1000)])
+            found = [k async for k in redis.scan_iter(match=f"{prefix}:*", count=1000)]
+            return len([k for k in found if not k.endswith(b"}:audit")])
 
         before = await keys()
         for _ in range(1_000):
@@ -363,6 +366,10 @@ async def test_a_thousand_guest_visits_leave_redis_no_bigger(
         assert grown > before
         assert await store.expire_guests(now_ms=await store.now_ms() + 5_000) >= 1_000
         assert await keys() <= before
+        logs = [k async for k in redis.scan_iter(match=f"{prefix}:*}}:audit", count=1000)]
+        assert len(logs) >= 1_000
+        for log in logs[:10]:
+            assert 0 < await redis.pttl(log) <= 90 * 86_400_000
     finally:
         await redis.aclose()
     ledger = await store.ledger()

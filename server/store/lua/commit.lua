@@ -1,14 +1,17 @@
 -- The owner's transition, atomically: check fence and version, store the state, credit
 -- payouts (recording each player's settlement and game-recall record), append the events.
+-- Each player credited gets one entry in its audit log: the credit (0 included), of the kind
+-- given (`settle`, or `refund` for a voided round).
 -- KEYS: 1 state, 2 stream, 3 rounds, 4 ledger,
---       then (balance, in_play, history) of each paid player.
+--       then (balance, in_play, history, audit) of each paid player.
 -- ARGV: 1 id, 2 prefix, 3 keep_events, 4 keep_rounds, 5 fence, 6 expected version,
 --       7 state blob, 8 phase, 9 round, 10 closes_at_ms, 11 version, 12 shoe number,
 --       13 recall rounds kept per player, 14 n events, then per event the three parts of
 --       its msgpack around its seq and ts (see append_event),
 --       then (player, credit, -staked, house share, payouts, record) per paid player, as in
 --       KEYS; `record` is the msgpack map of the player's history record but its time and
---       balance after; last, the channel of settled notices.
+--       balance after; last, the audit entries' kind, the audit ms and entries kept, and the
+--       channel of settled notices.
 -- A commit that pays PUBLISHes on that channel, in the same atomic step, a msgpack
 -- [table, round, [player...]] of the players it credited: every node hears who has a
 -- settlement to deliver. A player already settled in this round is not credited again.
@@ -31,7 +34,8 @@ local t = table_context(ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3], ARGV[3], AR
 t.round, t.ts = ARGV[9], now_ms()
 local n = tonumber(ARGV[14])
 local base = 14 + 3 * n
-local players = (#KEYS - 4) / 3
+local players = (#KEYS - 4) / 4
+local audit_kind, audit_keep, audit_max = ARGV[#ARGV - 3], ARGV[#ARGV - 2], ARGV[#ARGV - 1]
 
 -- Everything a write below could fail on, checked before the first one (see lib.lua).
 local function unwritable()
@@ -57,8 +61,9 @@ local function unwritable()
   end
   local ledger = redis.call('HMGET', KEYS[4], 'balances', 'in_play', 'house')
   for i = 0, players - 1 do
-    local k, a = 5 + 3 * i, base + 6 * i
-    if not typed({KEYS[k], 'string', KEYS[k + 1], 'string', KEYS[k + 2], 'list'}) then
+    local k, a = 5 + 4 * i, base + 6 * i
+    if not typed({KEYS[k], 'string', KEYS[k + 1], 'string', KEYS[k + 2], 'list',
+        KEYS[k + 3], 'stream'}) then
       return 'a key of player ' .. ARGV[a + 1] .. ' has the wrong type'
     end
     if not sum(redis.call('GET', KEYS[k]), ARGV[a + 2])
@@ -85,7 +90,7 @@ redis.call('HSET', KEYS[1], 'blob', ARGV[7], 'phase', ARGV[8], 'round', ARGV[9],
 local paid = {}
 local settle = ARGV[2] .. 'settle:' .. t.round
 for i = 0, players - 1 do
-  local k, a = 5 + 3 * i, base + 6 * i
+  local k, a = 5 + 4 * i, base + 6 * i
   -- A player who has a settlement of this round was credited by an earlier commit: a round
   -- is settled in slices of players, and a new owner redoes the slices of a round its
   -- predecessor left half settled. Skipped, so every bet is credited exactly once.
@@ -106,6 +111,8 @@ for i = 0, players - 1 do
     redis.call('LPUSH', KEYS[k + 2],
       string.char(0x93) .. cmsgpack.pack(t.ts) .. cmsgpack.pack(balance) .. ARGV[a + 6])
     redis.call('LTRIM', KEYS[k + 2], 0, tonumber(ARGV[13]) - 1)
+    audit(KEYS[k + 3], audit_entry(audit_kind, t.id, t.round, false, tonumber(ARGV[a + 2]),
+      balance, t.ts), t.ts, audit_keep, audit_max)
   end
 end
 local out = {'OK'}

@@ -210,3 +210,27 @@ local function archivable(t)
   end
   return true
 end
+
+-- Append one entry to a player's audit log, a stream (see server/store/audit.py): the msgpack
+-- array [kind, table, round, ref, amount, balance after, ts], false for what a kind has not.
+-- The caller checked, before its first write, that the key is a stream or missing: then
+-- nothing here can fail. The log keeps at most max_entries, none older than keep_ms by the
+-- store's clock; a log idle that long holds nothing to keep, and expires.
+local function audit_entry(kind, table_id, round, ref, amount, balance, ts)
+  return cmsgpack.pack({kind, table_id or false, round and tonumber(round) or false, ref or false,
+    amount, balance, ts})
+end
+
+-- The age limit, once per log a script appended to (place_bet: once a batch).
+local function audit_trim(key, ts, keep_ms)
+  local floor = ts - tonumber(keep_ms)
+  if floor > 0 then
+    redis.call('XTRIM', key, 'MINID', int(floor))
+  end
+  redis.call('PEXPIRE', key, keep_ms)
+end
+
+local function audit(key, entry, ts, keep_ms, max_entries)
+  redis.call('XADD', key, 'MAXLEN', max_entries, '*', 'a', entry)
+  audit_trim(key, ts, keep_ms)
+end

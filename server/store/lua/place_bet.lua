@@ -6,11 +6,12 @@
 -- Its cost does not grow with the bets already placed: the limits read the player's running
 -- stake on the spot, and the round's totals are running counters. It appends no event: the
 -- table's owner publishes the totals (bet_totals), so nobody sees who bet what.
+-- Each bet placed appends a `bet` entry to the player's audit log (see lib.lua).
 -- KEYS: 1 state, 2 rounds, 3 ledger, 4 guests, 5 guest_ttl; then for bet i (from 0):
---       6 + 2i the player's balance, 7 + 2i the player's in_play.
--- ARGV: 1 id, 2 prefix, 3 keep_rounds, 4 bets a player may place in one round; then for bet
---       i, from 5 + 5i: player, bet_id, round ('' if not a whole number), spot ('' if
---       unknown), amount ('' unless a positive int).
+--       6 + 3i the player's balance, 7 + 3i the player's in_play, 8 + 3i its audit log.
+-- ARGV: 1 id, 2 prefix, 3 keep_rounds, 4 bets a player may place in one round, 5 audit ms
+--       kept, 6 audit entries kept; then for bet i, from 7 + 5i: player, bet_id, round ('' if
+--       not a whole number), spot ('' if unknown), amount ('' unless a positive int).
 -- Replies: one per bet, in order: {'OK', receipt} or a refusal with the values the caller
 -- needs to explain it; {'BROKEN', reason} for a bet that a stored value kept from being
 -- placed (a key of the wrong type, a value that is not an integer, a sum past 64 bits):
@@ -31,6 +32,7 @@ local stakes = prefix .. 'stakes:' .. round
 local totals = prefix .. 'totals:' .. round
 local limits = {} -- spot -> {min, max} as HMGET gave them, read once a batch
 local archived = false
+local audited = {} -- the audit logs appended to: each trimmed by age once, at the end
 -- What every accepted bet adds to the ledger, the round's totals and its list of bets,
 -- written at the end of the batch (nothing in the batch reads them), or before a sum would
 -- reach 2^53, past which Lua's doubles are no longer exact.
@@ -81,7 +83,8 @@ local function write_sums()
   staked, added, records = 0, {bets = 0, bettors = 0}, {}
 end
 
-local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, amount_arg)
+local function place(balance_key, in_play_key, audit_key, player, bet_id, round_arg, spot,
+    amount_arg)
   -- The player's length first, so no two (player, bet_id) pairs share a field.
   local receipt_field = #player .. ':' .. player .. ':' .. bet_id
   local held = redis.call('HGET', prefix .. 'receipt_rounds', receipt_field)
@@ -138,6 +141,9 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
   local guest_ttl = redis.call('HGET', KEYS[5], player)
   if guest_ttl and not tonumber(guest_ttl) then
     return {'BROKEN', "the player's guest ttl is not a number"}
+  end
+  if not typed({audit_key, 'stream'}) then
+    return {'BROKEN', "the player's audit log is not a stream"}
   end
   -- The stake on the spot and on every spot grow by amount (false: a missing one).
   for _, value in ipairs(values) do
@@ -196,15 +202,18 @@ local function place(balance_key, in_play_key, player, bet_id, round_arg, spot, 
   local receipt = cmsgpack.pack({ARGV[1], tonumber(round), bet_id, spot, amount, after})
   redis.call('HSET', prefix .. 'receipts:' .. round, receipt_field, receipt)
   redis.call('HSET', prefix .. 'receipt_rounds', receipt_field, round)
+  audited[audit_key] = true
+  redis.call('XADD', audit_key, 'MAXLEN', ARGV[6], '*', 'a',
+    audit_entry('bet', ARGV[1], round, bet_id, -amount, after, ts))
   return {'OK', receipt}
 end
 
 -- Each bet is judged on its own: one that fails (a call failing on a key no check above
 -- foresaw) is answered BROKEN, and the bets before and after it keep their own answers.
 local replies = {}
-for i = 0, (#ARGV - 4) / 5 - 1 do
-  local a = 5 + 5 * i
-  local ok, reply = pcall(place, KEYS[6 + 2 * i], KEYS[7 + 2 * i],
+for i = 0, (#ARGV - 6) / 5 - 1 do
+  local a = 7 + 5 * i
+  local ok, reply = pcall(place, KEYS[6 + 3 * i], KEYS[7 + 3 * i], KEYS[8 + 3 * i],
     ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
   if not ok then
     reply = {'BROKEN', type(reply) == 'table' and tostring(reply.err) or tostring(reply)}
@@ -212,4 +221,7 @@ for i = 0, (#ARGV - 4) / 5 - 1 do
   replies[i + 1] = reply
 end
 write_sums() -- checked bet by bet: cannot fail
+for key in pairs(audited) do -- streams, checked bet by bet: cannot fail
+  audit_trim(key, ts, ARGV[5])
+end
 return replies
