@@ -49,8 +49,6 @@ class DemoWallet:
     book: Book
     faults: Faults
     seen: list[Seen] = field(default_factory=list)
-    # The wallet's clock (unix seconds): tests shift it to make its answers stale.
-    skew: list[float] = field(default_factory=lambda: [0.0])
 
     def client_ports(self) -> set[int]:
         return {request.client_port for request in self.seen}
@@ -70,8 +68,7 @@ async def make_demo(tmp_path: Path) -> AsyncIterator[MakeDemo]:
     ) -> DemoWallet:
         book = Book(tmp_path / f"wallet-{len(books)}.sqlite3", initial_balance)
         books.append(book)
-        skew = [0.0]
-        demo = DemoWallet("", book, faults or Faults(), skew=skew)
+        demo = DemoWallet("", book, faults or Faults())
 
         @web.middleware
         async def note(request: web.Request, handler: web.Handler) -> web.StreamResponse:
@@ -82,9 +79,7 @@ async def make_demo(tmp_path: Path) -> AsyncIterator[MakeDemo]:
             return await handler(request)
 
         root = web.Application(middlewares=[note])
-        root.add_subapp(
-            "/wallet", wallet_app(book, secret, demo.faults, lambda: time.time() + skew[0])
-        )
+        root.add_subapp("/wallet", wallet_app(book, secret, demo.faults))
         runner, port = await start_wallet(root)
         runners.append(runner)
         demo.url = f"http://127.0.0.1:{port}/wallet"
