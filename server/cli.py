@@ -1,4 +1,5 @@
-"""The `baccarat` command: resolve coups, compute exact odds, draw roads, and serve.
+"""The `baccarat` command: resolve coups, compute exact odds, draw roads, serve, and run the
+reference wallet (`wallet-demo`).
 
 Every error (bad card, too few cards, bad option, bad road letter) is one line on stderr,
 prefixed by the subcommand, with exit status 2. `coup` ignores cards the coup does not need
@@ -372,6 +373,73 @@ def _add_audit(subparsers: argparse._SubParsersAction[_Parser]) -> None:
     parser.set_defaults(handler=_run_audit)
 
 
+# --- wallet-demo (issue 19; the reference wallet belongs to server.wallet.demo) -------------
+
+WALLET_DEMO_PORT = 8780
+WALLET_DEMO_BALANCE = 1_000_000  # server.wallet.demo.DEFAULT_INITIAL_BALANCE
+
+
+def _run_wallet_demo(args: argparse.Namespace) -> int:
+    demo = importlib.import_module("server.wallet.demo")  # lazy: aiohttp's server and sqlite
+    try:
+        status: int = demo.run_from_args(args)
+    except ValueError as error:  # a bad setting: one line, like every other error here
+        return _fail("baccarat wallet-demo", str(error))
+    return status
+
+
+def _add_wallet_demo(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    parser = subparsers.add_parser(
+        "wallet-demo",
+        help="run the reference operator wallet (docs/wallet.md) on SQLite",
+        description="The reference seamless wallet: serves POST /balance, /debit, /credit "
+        "and /cancel from a SQLite file, idempotent by transaction id, every answer signed "
+        "with the shared secret (docs/wallet.md). Runs until SIGINT or SIGTERM.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=WALLET_DEMO_PORT,
+        help=f"port to listen on, 0 picks a free one ({WALLET_DEMO_PORT})",
+    )
+    parser.add_argument(
+        "--secret",
+        default=os.environ.get("BACCARAT_WALLET_SECRET") or None,
+        help="the shared wallet secret (at least 32 bytes) or a file holding it "
+        "(default: $BACCARAT_WALLET_SECRET)",
+    )
+    parser.add_argument(
+        "--db",
+        default="wallet-demo.sqlite3",
+        metavar="FILE",
+        help="the SQLite file of the books, made if missing (wallet-demo.sqlite3)",
+    )
+    parser.add_argument(
+        "--initial-balance",
+        type=int,
+        default=WALLET_DEMO_BALANCE,
+        help=f"minor units a player not seen before starts with ({WALLET_DEMO_BALANCE})",
+    )
+    parser.add_argument("--currency", default="EUR", help="the ISO 4217 code it keeps (EUR)")
+    parser.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        help="for tests: the share of calls, 0 to 1, that time out, answer 500, answer late, "
+        "drop the connection after booking or answer badly signed (0)",
+    )
+    parser.add_argument("--fault-seed", type=int, default=None, help="for tests: seeds the faults")
+    parser.add_argument(
+        "--fault-late",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="for tests: how late a late answer comes, and how long a timeout hangs (5)",
+    )
+    parser.set_defaults(handler=_run_wallet_demo)
+
+
 # --- entry point -----------------------------------------------------------------------------
 
 
@@ -385,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_token(subparsers)
     _add_bots(subparsers)
     _add_audit(subparsers)
+    _add_wallet_demo(subparsers)
     return parser
 
 

@@ -5,8 +5,9 @@ default. No setting is required: with none, `baccarat serve` runs the in-memory 
 
 Options are flat (`--rate-bets`, BACCARAT_RATE_BETS); Settings keeps the ones a part of the
 server takes together in a nested group that the part takes as it is: `timings` (the table
-loops' Timings), `limits` (each connection's RateLimits), `auth` (who may connect) and
-`admin` (the admin listener). OPTIONS says where each option lives.
+loops' Timings), `limits` (each connection's RateLimits), `auth` (who may connect), `admin`
+(the admin listener) and `wallet` (where players' money lives). OPTIONS says where each
+option lives.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from server.auth import DEFAULT_GUEST_TTL_S, MAX_TTL_S, AuthPolicy, load_secret
 from server.runtime.table_loop import Timings
 from server.transport.limits import RateLimits
+from server.wallet import protocol as wallet_protocol
 
 __all__ = [
     "DEMO_BALANCE",
@@ -32,6 +34,7 @@ __all__ = [
     "AuthSettings",
     "Option",
     "Settings",
+    "WalletSettings",
     "add_serve_arguments",
 ]
 
@@ -76,6 +79,46 @@ class AdminListener:
 
 
 @dataclass(frozen=True, slots=True)
+class WalletSettings:
+    """Where players' money lives: the internal wallet (the store's balances), or the
+    operator's seamless wallet over HTTP at `url` (docs/wallet.md)."""
+
+    url: str = ""  # http(s)://host[:port][/path] of the operator's wallet; empty: internal
+    secret: str = ""  # the shared secret that signs calls and answers, or a file holding it
+    currency: str = "EUR"  # ISO 4217; amounts are integer minor units of it
+    timeout: float = 2.0  # seconds a wallet call may take before its outcome is unknown
+    retry_hours: float = 24.0  # hours a credit or cancel is retried before it is parked
+
+    @property
+    def internal(self) -> bool:
+        """No --wallet-url: the store's own balances, as before the operator's wallet."""
+        return not self.url
+
+    def check(self) -> None:
+        """ValueError naming the option for a bad URL, currency, or a secret that is
+        missing (with a URL), short or unreadable."""
+        try:
+            wallet_protocol.check_currency(self.currency)
+        except ValueError as error:
+            raise ValueError(f"--currency {error}") from None
+        if self.url:
+            wallet_protocol.check_wallet_url(self.url)
+            if not self.secret.strip():
+                raise ValueError("--wallet-url needs --wallet-secret (at least 32 bytes)")
+        if self.secret.strip():
+            self.secret_bytes()
+
+    def secret_bytes(self) -> bytes | None:
+        """The secret's bytes (read from its file if it names one); None when not set."""
+        if not self.secret.strip():
+            return None
+        try:
+            return wallet_protocol.load_secret(self.secret.strip())
+        except ValueError as error:
+            raise ValueError(f"--wallet-secret: {error}") from None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     host: str = "127.0.0.1"
     port: int = 8765
@@ -106,6 +149,7 @@ class Settings:
     max_connections_per_player: int = 0  # per node; 0: no cap
     workers: int = 1  # processes serving one port (SO_REUSEPORT); more than 1 needs --redis
     admin: AdminListener = field(default_factory=AdminListener)
+    wallet: WalletSettings = field(default_factory=WalletSettings)
 
     def __post_init__(self) -> None:
         if self.log_format not in ("auto", "json", "console"):
@@ -123,6 +167,7 @@ class Settings:
         self.origins()  # raises for a malformed list
         _check_redis_url(self.redis)
         self.auth.policy()  # raises for a short, missing or unreadable secret
+        self.wallet.check()
 
     def option(self, name: str) -> Any:
         """An option's value, by its flat name (as on the command line)."""
@@ -191,6 +236,7 @@ _GROUPS: dict[str, type[Any]] = {
     "limits": RateLimits,
     "auth": AuthSettings,
     "admin": AdminListener,
+    "wallet": WalletSettings,
 }
 
 # The options each group holds: option name (--flag, BACCARAT_NAME) -> the group's field. The
@@ -221,6 +267,13 @@ _GROUP_OPTIONS: dict[str, dict[str, str]] = {
         "guest_ttl": "guest_ttl",
     },
     "admin": {"admin": "enabled", "admin_host": "host", "admin_port": "port"},
+    "wallet": {
+        "wallet_url": "url",
+        "wallet_secret": "secret",
+        "currency": "currency",
+        "wallet_timeout": "timeout",
+        "wallet_retry_hours": "retry_hours",
+    },
 }
 
 
@@ -297,6 +350,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "audit_entries": (1, 100_000_000),
     "workers": (1, 64),
     "admin_port": (0, 65535),
+    "wallet_timeout": (0.01, 60),
+    "wallet_retry_hours": (0.01, 8760),  # up to a year
 }
 
 
@@ -395,6 +450,15 @@ _HELP = {
     "admin": "serve /metrics, /status and /api/... on the admin listener (--no-admin: none)",
     "admin_host": "address the admin listener binds (keep it off the public network)",
     "admin_port": "port of the admin listener (default: --port + 1; 0 picks a free one)",
+    "wallet_url": "http(s)://HOST[:PORT][/PATH] of the operator's seamless wallet "
+    "(docs/wallet.md); empty: the internal wallet",
+    "wallet_secret": "shared secret that signs wallet calls and answers (at least 32 bytes), "
+    "or a file holding it",
+    "currency": "ISO 4217 code of the players' money; amounts are integer minor units of it",
+    "wallet_timeout": "seconds a wallet call may take; a call without an answer by then has "
+    "an unknown outcome",
+    "wallet_retry_hours": "hours a credit or cancel is retried, backing off from 1 s to "
+    "5 min, before it is parked and reported",
 }
 
 

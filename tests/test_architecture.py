@@ -24,9 +24,14 @@ SERVER = ROOT / "server"
 LAYER_RULES: dict[str, frozenset[str]] = {
     "core": frozenset({"core"}),
     "wire": frozenset({"core", "wire"}),
-    "store": frozenset({"core", "wire", "store"}),  # wire for codecs
-    "runtime": frozenset({"core", "store", "runtime", "metrics"}),  # never transport
-    "transport": frozenset({"core", "wire", "store", "runtime", "transport", "metrics", "auth"}),
+    # The operator's wallet (issue 19): its protocol, interface and engines, on the core alone,
+    # so the store may use its types; internal.py alone adapts the store (WALLET_ADAPTER).
+    "wallet": frozenset({"core", "wallet"}),
+    "store": frozenset({"core", "wire", "wallet", "store"}),  # wire for codecs
+    "runtime": frozenset({"core", "wallet", "store", "runtime", "metrics"}),  # never transport
+    "transport": frozenset(
+        {"core", "wire", "wallet", "store", "runtime", "transport", "metrics", "auth"}
+    ),
     # A client: the rules, the wire and the tokens (auth, a leaf), no server.
     "bots": frozenset({"core", "wire", "auth", "bots"}),
 }
@@ -35,6 +40,11 @@ BOTS_USERS = ("server/cli.py",)
 # server/metrics.py is a leaf (it imports no server module), so any layer above the core may
 # count things through it; test_metrics_is_a_leaf keeps it one.
 LEAF_MODULES = ("metrics", "auth")
+
+# The internal wallet is the store's balances behind the Wallet interface: it alone in
+# server/wallet may import the store, and only the store's wallet interface (no engine, no
+# base: the store may import server.wallet.base, so anything more could make a circle).
+WALLET_ADAPTER = ("server/wallet/internal.py", frozenset({"server.store.wallet"}))
 
 # Concrete store engines: only the composition roots (and the store package) may name them.
 CONCRETE_ENGINES = ("server.store.memory", "server.store.redis")
@@ -173,6 +183,8 @@ def test_layers_import_only_downwards(layer: str) -> None:
             parts = name.split(".")
             if parts[0] != "server":
                 continue
+            if rel(path) == WALLET_ADAPTER[0] and name in WALLET_ADAPTER[1]:
+                continue
             if len(parts) < 2 or parts[1] not in allowed:
                 bad.append(f"{rel(path)}:{line} imports {name}")
     assert bad == []
@@ -199,12 +211,37 @@ def test_only_composition_roots_see_concrete_engines(path: Path) -> None:
 
 def test_rule_table_points_down_only() -> None:
     """The rule table itself has no cycle: allowed packages sit strictly below, or are self."""
-    order = ["metrics", "auth", "core", "wire", "store", "runtime", "transport", "bots"]
+    order = ["metrics", "auth", "core", "wallet", "wire", "store", "runtime", "transport", "bots"]
     for layer, allowed in LAYER_RULES.items():
         assert layer in allowed
         assert all(order.index(other) <= order.index(layer) for other in allowed)
     assert "transport" not in LAYER_RULES["runtime"]
     assert LAYER_RULES["bots"] == {"core", "wire", "auth", "bots"}
+
+
+def test_only_the_internal_wallet_adapts_the_store() -> None:
+    """server/wallet/internal.py imports the store's wallet interface and nothing else of the
+    store; no other wallet module imports the store (the exception above is not vacuous)."""
+    seen = {
+        (rel(path), name)
+        for path in py_files(SERVER / "wallet")
+        for _, name in file_imports(path)
+        if name.startswith("server.store")
+    }
+    assert seen == {(WALLET_ADAPTER[0], name) for name in WALLET_ADAPTER[1]}
+
+
+def test_only_the_command_line_serves_the_reference_wallet() -> None:
+    """The reference wallet (`baccarat wallet-demo`) is a tool beside the server: only the CLI
+    starts it; no part of the server uses it."""
+    bad = [
+        f"{rel(path)}:{line} imports {name}"
+        for path in py_files(SERVER)
+        if rel(path) not in ("server/cli.py", "server/wallet/demo.py")
+        for line, name in file_imports(path)
+        if name == "server.wallet.demo"
+    ]
+    assert bad == []
 
 
 def test_the_bots_exist_and_nothing_in_the_server_uses_them() -> None:
