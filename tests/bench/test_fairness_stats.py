@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 
@@ -217,3 +218,24 @@ def test_main_reports_json_reproducibly_and_its_exit_status_says_pass_or_fail(
     # Every p-value below 1 fails at alpha 1: the exit status is 1.
     assert main([*args[:-2], "--alpha", "1", "--quiet"]) == 1
     assert "FAILED: rank by position" in capsys.readouterr().out
+
+
+class _Sattolo:
+    """Fisher-Yates off by one (j below i, never i itself): a random cyclic order, in which
+    no card keeps its place."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+
+    def randrange(self, stop: int, /) -> int:
+        return self._rng.randrange(stop - 1)
+
+
+def test_an_off_by_one_shuffle_fails_where_each_card_lands() -> None:
+    source = _Sattolo(18)
+    tally = Tally.empty(1)
+    for _ in range(1000):  # the empty diagonal: over 10 standard deviations
+        tally.add(play_shoe(ONE, source))
+    results = {t.name: t for t in analyse(tally, 1)}
+    assert results["card by position (52 x 52)"].p_value < 1e-10
+    assert results["Banker/Player/Tie"].passed(0.001)  # the outcomes cannot tell
