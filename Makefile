@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint types pytest install bench bench-smoke fuzz clean
+.PHONY: run test lint types pytest install bench bench-smoke fairness-stats fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ bench: $(BENCH_STAMP)
 
 bench-smoke: $(BENCH_STAMP)
 	$(BIN)/python bench/run.py --smoke
+
+# RNG statistics of the committed shoe (docs/fairness.md, "RNG statistics"): 10,000 eight-deck
+# shoes through bac-shoe-v1 and the table's rules, about two minutes on one core; exit 1 if
+# a p-value is below 0.001. More or a fixed seed: ARGS="--shoes 20000 --seed demo --json".
+fairness-stats: $(STAMP)
+	$(BIN)/python bench/fairness_stats.py $(ARGS)
 
 # The long fuzz run (issue 7): FUZZ_EXAMPLES examples per test (about 4 frames each) through
 # decode/parse and a live node on each engine; prints frames and time per engine. Narrow it
