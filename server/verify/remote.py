@@ -2,11 +2,12 @@
 
 A spectator connection (or the token's) over `baccarat.v1.json`. First `join` with
 `since: 0`: when the table's history still holds seq 1, the catch-up is the whole stream,
-in one answer. When it does not (a `snapshot` with `recovered: false` comes instead), the
-older events are asked round by round with `replay`: the earliest round still held is found
-by bisection (`NOT_HELD` below it), then each round up to the snapshot's, page by page. The
-rounds held are the server's last `--history-rounds` (1000 by default); shoes older than that
-cannot be read, and the first shoe read may start inside a shoe (reported as not checked).
+in one answer, up to `joined`. When it does not (a `snapshot` with `recovered: false` comes
+instead), the events are asked round by round with `replay`: the earliest round still held is
+found by bisection (`NOT_HELD` below it), then each round, page by page, through the one
+being played. The rounds held are the server's last `--history-rounds` (1000 by default);
+older shoes cannot be read, and the first shoe read may start inside a shoe (reported as not
+checked). The server's replay rate (`--rate-replays`, 10 a second) paces a long read.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ async def fetch_table(url: str, table: str, token: str | None, progress: Progres
 class _Reader:
     def __init__(self, ws: ClientConnection, table: str, progress: Progress) -> None:
         self.ws, self.table, self.progress = ws, table, progress
+        self.paced = False  # the server refused a replay as too fast: said once
 
     async def recv(self) -> Message:
         async with asyncio.timeout(TIMEOUT_S):
@@ -94,11 +96,11 @@ class _Reader:
         while (await self.recv()).get("type") != "left":
             pass  # live events that came meanwhile: the stream ends at `joined`
         self.progress(f"joined {self.table}: {len(catch_up)} events caught up")
-        if snapshot is not None:
-            older = await self._replay_up_to(int(snapshot["round"]), int(snapshot["seq"]))
-            fetched.replayed_rounds = len({event["round"] for event in older})
-            fetched.events += older
-        fetched.events += catch_up
+        if snapshot is None:
+            fetched.events = catch_up
+        else:
+            fetched.events = await self._replay_rounds(int(snapshot["round"]))
+            fetched.replayed_rounds = len({event["round"] for event in fetched.events})
         return fetched
 
     def _check_error(self, message: Message, doing: str) -> None:
@@ -107,19 +109,33 @@ class _Reader:
                 f"{doing} {self.table}: {message.get('code')}: {message.get('message')}"
             )
 
-    async def _replay_up_to(self, last_round: int, last_seq: int) -> list[Message]:
-        """Every held event up to seq `last_seq`, from the rounds up to `last_round`."""
-        first = await self._earliest_held(last_round)
+    async def _replay_rounds(self, head: int) -> list[Message]:
+        """Every round still held, from the earliest through the one being played. A round
+        at or below `head` (the snapshot's) that is no longer held dropped out of the history
+        while this ran: what came before it is dropped too, so the events stay contiguous. A
+        round above it that is not held is not played yet: the end."""
+        first = await self._earliest_held(head)
         if first is None:
             self.progress(f"no round of {self.table} is held for replay")
             return []
-        self.progress(f"the history starts after seq 0: replaying rounds {first}-{last_round}")
+        self.progress(f"the history starts after seq 0: replaying rounds from {first}")
         events: list[Message] = []
-        for round_no in range(first, last_round + 1):
-            events += [e for e in await self._replay(round_no) or [] if e["seq"] <= last_seq]
+        round_no = first
+        while True:
+            answer = await self._replay(round_no)
+            if answer is None and round_no > head:
+                return events
+            if answer is None:
+                self.progress(f"round {round_no} dropped out of the history meanwhile")
+                events = []
+            else:
+                if events and answer and answer[0]["seq"] != events[-1]["seq"] + 1:
+                    # the previous round was being played when it was read: the rest of it
+                    events += await self._replay(round_no - 1, after=events[-1]["seq"]) or []
+                events += answer
             if (round_no - first) % 50 == 49:
-                self.progress(f"replayed rounds {first}-{round_no} of {last_round}")
-        return events
+                self.progress(f"replayed rounds {first}-{round_no} (the table is at {head}+)")
+            round_no += 1
 
     async def _earliest_held(self, last_round: int) -> int | None:
         """Held rounds are the last ones: bisect for the first (1 request per halving)."""
@@ -134,10 +150,14 @@ class _Reader:
                 high = middle
         return high
 
-    async def _replay(self, round_no: int, first_page_only: bool = False) -> list[Message] | None:
-        """The round's events, every page; None when the round is not held."""
+    async def _replay(
+        self, round_no: int, first_page_only: bool = False, after: int | None = None
+    ) -> list[Message] | None:
+        """The round's events (after seq `after`), every page; None when it is not held."""
         events: list[Message] = []
         request: Message = {"type": "replay", "table": self.table, "round": round_no}
+        if after is not None:
+            request["after"] = after
         while True:
             answer = await self._ask(request)
             if answer is None:
@@ -160,4 +180,7 @@ class _Reader:
                 return None
             if message.get("code") != "RATE_LIMITED":
                 self._check_error(message, f"replay round {request['round']} of")
+            if not self.paced:
+                self.paced = True
+                self.progress("the server limits replays (--rate-replays): pacing the requests")
             await asyncio.sleep(RATE_LIMITED_PAUSE_S)  # a client pacing itself to the server
