@@ -60,6 +60,7 @@ class ShoeRecord:
     revealed: bool = False
     recomputed: bool = False
     shown: list[_Shown] = field(default_factory=list)
+    used: set[int] = field(default_factory=set)  # the positions shown so far
     rounds: set[int] = field(default_factory=set)
     unchecked_cards: int = 0  # dealt in a shoe seen without its commitment
     findings: list[Finding] = field(default_factory=list)
@@ -113,22 +114,27 @@ class ShoeRecord:
     def show(self, card: ShownCard, round_no: int, where: str) -> None:
         """A card shown (dealt, burnt or the burn's shown card): its position and its proof."""
         self.rounds.add(round_no)
-        used = {shown.card.position for shown in self.shown}
+        used = card.position in self.used
         expected = self.shown[-1].card.position + 1 if self.shown else 0
         self.shown.append(_Shown(card, round_no, where))
+        self.used.add(card.position)
         if self.checker is None:
             return
         at = {"position": card.position}
         if not self.sealed:
             self.find(f"{card.card} shown before shoe_sealed", round_no, where, **at)
             return
-        if card.position in used:
+        if used:
             self.find(f"{card.card} at a position already used", round_no, where, **at)
-        elif card.position != expected:
-            skipped = f"{expected}-{card.position - 1}" if card.position > expected else "none"
-            detail = (
-                f"{card.card} at position {card.position}, expected {expected} (skipped {skipped})"
+        elif card.position > expected:
+            gap = card.position - expected
+            skipped = (
+                f"position {expected}" if gap == 1 else f"positions {expected}-{card.position - 1}"
             )
+            detail = f"{card.card}, but the next position is {expected}: {skipped} skipped"
+            self.find(detail, round_no, where, **at)
+        elif card.position < expected:
+            detail = f"{card.card} out of order: the next position is {expected}"
             self.find(detail, round_no, where, **at)
         size = 52 * self.decks
         if not fair.verify_card(self.root, card.position, card.card, card.salt, card.path, size):

@@ -128,7 +128,7 @@ def test_a_forged_tree_passes_the_proofs_and_fails_at_the_reveal(
 @pytest.mark.parametrize(
     ("tamper", "expected"),
     [
-        (Tamper(skip=20), "at position 21, expected 20 (skipped 20-20)"),
+        (Tamper(skip=20), "position 21, 10s, but the next position is 20: position 20 skipped"),
         (Tamper(reuse=20), "at a position already used"),
     ],
     ids=["skipped", "reused"],
