@@ -1,5 +1,5 @@
-"""The `baccarat` command: resolve coups, compute exact odds, draw roads, serve, and run the
-reference wallet (`wallet-demo`).
+"""The `baccarat` command: resolve coups, compute exact odds, draw roads, serve, verify a
+table's shoes (`verify`), and run the reference wallet (`wallet-demo`).
 
 Every error (bad card, too few cards, bad option, bad road letter) is one line on stderr,
 prefixed by the subcommand, with exit status 2. `coup` ignores cards the coup does not need
@@ -373,6 +373,30 @@ def _add_audit(subparsers: argparse._SubParsersAction[_Parser]) -> None:
     parser.set_defaults(handler=_run_audit)
 
 
+# --- verify (issue 18; the options and the run belong to server.verify.command) ---------------
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from server.verify.command import run_verify
+
+    return run_verify(args)
+
+
+def _add_verify(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    from server.verify.command import EPILOG, add_verify_arguments
+
+    parser = subparsers.add_parser(
+        "verify",
+        help="check a table's committed shoes, card by card, from its events",
+        description="Check a table's bac-shoe-v1 shoes (docs/fairness.md) from its events: "
+        "a file of JSON lines or msgpack, stdin (-), or a running server (--url, --table).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_verify_arguments(parser)
+    parser.set_defaults(handler=_run_verify)
+
+
 # --- wallet-demo (issue 19; the reference wallet belongs to server.wallet.demo) -------------
 
 WALLET_DEMO_PORT = 8780
@@ -453,6 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_token(subparsers)
     _add_bots(subparsers)
     _add_audit(subparsers)
+    _add_verify(subparsers)
     _add_wallet_demo(subparsers)
     return parser
 

@@ -34,9 +34,17 @@ LAYER_RULES: dict[str, frozenset[str]] = {
     ),
     # A client: the rules, the wire and the tokens (auth, a leaf), no server.
     "bots": frozenset({"core", "wire", "auth", "bots"}),
+    # `baccarat verify` (issue 18), a client too: the core's fair shoe and the bots' pure
+    # round checker (VERIFY_USES_OF_BOTS), nothing of the server.
+    "verify": frozenset({"core", "bots", "verify"}),
 }
 # Only the command line may start the bots; no server layer depends on its own load generator.
 BOTS_USERS = ("server/cli.py",)
+# The verifier reuses the bots' round checker (results and settlements against the rules),
+# which is pure, and nothing else of the bots.
+VERIFY_USES_OF_BOTS = frozenset({"server.bots.checker"})
+# The verifier's pure modules: the checks themselves, no clock and no I/O.
+VERIFY_PURE = ("fields.py", "shoes.py", "payouts.py", "stream.py", "report.py")
 # server/metrics.py is a leaf (it imports no server module), so any layer above the core may
 # count things through it; test_metrics_is_a_leaf keeps it one.
 LEAF_MODULES = ("metrics", "auth")
@@ -211,7 +219,10 @@ def test_only_composition_roots_see_concrete_engines(path: Path) -> None:
 
 def test_rule_table_points_down_only() -> None:
     """The rule table itself has no cycle: allowed packages sit strictly below, or are self."""
-    order = ["metrics", "auth", "core", "wallet", "wire", "store", "runtime", "transport", "bots"]
+    order = [
+        "metrics", "auth", "core", "wallet", "wire", "store", "runtime", "transport", "bots",
+        "verify",
+    ]  # fmt: skip
     for layer, allowed in LAYER_RULES.items():
         assert layer in allowed
         assert all(order.index(other) <= order.index(layer) for other in allowed)
@@ -253,7 +264,46 @@ def test_the_bots_exist_and_nothing_in_the_server_uses_them() -> None:
         if path.parent.name != "bots" and rel(path) not in BOTS_USERS
         for line, name in file_imports(path)
         if name == "server.bots" or name.startswith("server.bots.")
+        if not (path.parent.name == "verify" and name in VERIFY_USES_OF_BOTS)
     ]
+    assert bad == []
+
+
+def test_verify_is_a_client_only_the_command_line_starts() -> None:
+    """server/verify is there, uses the bots' checker alone of the bots (so the exception
+    above is not vacuous), and no part of the server but the CLI imports it."""
+    files = py_files(SERVER / "verify")
+    assert {p.name for p in files} >= {*VERIFY_PURE, "remote.py", "command.py"}
+    uses = {
+        name for path in files for _, name in file_imports(path) if name.startswith("server.bots")
+    }
+    assert uses == VERIFY_USES_OF_BOTS
+    bad = [
+        f"{rel(path)}:{line} imports {name}"
+        for path in py_files(SERVER)
+        if path.parent.name != "verify" and rel(path) != "server/cli.py"
+        for line, name in file_imports(path)
+        if name == "server.verify" or name.startswith("server.verify.")
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize("name", VERIFY_PURE)
+def test_the_verifier_checks_are_pure(name: str) -> None:
+    """The verifier's checks are as pure as the core: no clock, no I/O, no socket; only the
+    core, the bots' pure checker and the other pure modules of server/verify."""
+    pure = {f"server.verify.{module.removesuffix('.py')}" for module in VERIFY_PURE}
+    bad = []
+    path = SERVER / "verify" / name
+    for line, imported in file_imports(path):
+        top = imported.split(".")[0]
+        if top == "server":
+            ok = imported.startswith("server.core") or imported in VERIFY_USES_OF_BOTS
+            ok = ok or imported in pure or imported == "server.verify"
+        else:
+            ok = top in sys.stdlib_module_names and top not in CORE_FORBIDDEN
+        if not ok:
+            bad.append(f"{rel(path)}:{line} imports {imported}")
     assert bad == []
 
 
@@ -412,8 +462,9 @@ def test_size_scanner_names_methods_and_nested_functions() -> None:
 # wait through a Clock (server/runtime/clock.py), so tests can drive time. `asyncio.sleep(0)`
 # is a yield to the event loop, not a wait, and is allowed anywhere. The bots (server/bots)
 # are a client, not the server: they pace themselves in wall-clock time like the people they
-# stand for, as bench/ does.
-SLEEPERS = ("server/runtime/", "server/bots/")
+# stand for, as bench/ does; so does `baccarat verify --url` (server/verify/remote.py) when the
+# server says its replays come too fast.
+SLEEPERS = ("server/runtime/", "server/bots/", "server/verify/")
 
 
 def sleeps_in(source: str) -> list[int]:
