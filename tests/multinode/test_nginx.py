@@ -49,6 +49,12 @@ class Roamer:
         self.events: list[Message] = []
         self.last_seq = 0
         self.accepted: dict[str, Message] = {}  # bet_id -> bet_accepted, with "player"
+        # Bets sent on the current connection and not answered yet. Once betting is off it
+        # only shrinks: a live connection answers every bet (bet_accepted or bet_rejected).
+        self.unanswered: set[str] = set()
+        # Bets whose connection closed before they were answered: the store may hold them
+        # or not, the player cannot tell (the ledger check covers their money).
+        self.answers_lost: set[str] = set()
         self.settled_bets: set[str] = set()  # bet ids paid in a settlement message
         self.problems: list[str] = []
         self.changed = asyncio.Condition()
@@ -89,6 +95,8 @@ class Roamer:
                 message = json.loads(await self.ws.recv())
             except ConnectionClosed as closed:
                 self.closes.append(closed.rcvd.code if closed.rcvd else None)
+                self.answers_lost |= self.unanswered
+                self.unanswered.clear()
                 self.ws = await self._connect()
                 rejoin = {"type": "join", "table": TABLE, "since": self.last_seq}
                 await self.ws.send(json.dumps(rejoin))
@@ -111,18 +119,23 @@ class Roamer:
             self.last_seq = message["seq"]
             self.events.append(message)
             if message["kind"] == "round_opened" and self.betting:
-                await self._bet(message["round"])
+                await self.bet(message["round"])
         elif kind == "bet_accepted":
+            self.unanswered.discard(message["bet_id"])
             self.accepted[message["bet_id"]] = {**message, "player": self.players[-1]}
+        elif kind == "bet_rejected":
+            self.unanswered.discard(message["bet_id"])
         elif kind == "settlement":
             self.settled_bets.update(p["bet_id"] for p in message["payouts"])
 
-    async def _bet(self, round_no: int) -> None:
+    async def bet(self, round_no: int) -> None:
         spot = ("player", "banker", "tie")[round_no % 3]
         bet = {"type": "bet", "table": TABLE, "round": round_no, "spot": spot, "amount": 1000}
+        bet_id = f"{self.name}-{round_no}"
         assert self.ws is not None
+        self.unanswered.add(bet_id)  # before the send: its answer may come before it returns
         with contextlib.suppress(ConnectionClosed):  # the reader sees the close and rejoins
-            await self.ws.send(json.dumps({**bet, "bet_id": f"{self.name}-{round_no}"}))
+            await self.ws.send(json.dumps({**bet, "bet_id": bet_id}))
 
     async def wait_for(self, condition: Callable[[], bool], wait: float = 30) -> None:
         assert self.task is not None
@@ -148,6 +161,14 @@ class Roamer:
 
     def rounds_finished_after(self, round_no: int) -> int:
         return sum(1 for r in self.finished_rounds() if r > round_no)
+
+    def bets_all_finished(self) -> bool:
+        """Every bet sent on this connection is answered, and the round of every accepted one
+        has finished. Not only the accepted ones: a bet sent just before betting was turned
+        off may be answered later, and its round may then still be open (the accepted bet
+        whose round the test never waited for, seen as `B-16 was never settled`)."""
+        accepted_rounds = {b["round"] for b in self.accepted.values()}
+        return not self.unanswered and accepted_rounds <= self.finished_rounds()
 
     async def close(self) -> None:
         if self.task is not None:
@@ -247,12 +268,11 @@ async def test_rolling_restart_through_nginx_loses_no_round_and_no_bet(
             )
         assert (await node_a.status())["owned"][0]["table"] == TABLE
 
-        # 3. Stop betting; let every round with a bet finish.
+        # 3. Stop betting; let every bet sent be answered and every round with a bet finish.
         for roamer in (player_a, player_b):
             roamer.betting = False
-            await roamer.wait_for(
-                lambda r=roamer: {b["round"] for b in r.accepted.values()} <= r.finished_rounds()
-            )
+        for roamer in (player_a, player_b):
+            await roamer.wait_for(roamer.bets_all_finished)
 
     for roamer in (player_a, player_b):
         assert roamer.problems == [], roamer.problems
@@ -266,3 +286,31 @@ async def test_rolling_restart_through_nginx_loses_no_round_and_no_bet(
     assert len(player_a.accepted) >= 4 and len(player_b.accepted) >= 4
     await assert_every_bet_settled_once(redis_server, player_a, player_b)
     assert await ledger_balanced(redis_server)
+
+
+async def test_a_bet_still_unanswered_keeps_the_wait_for_settlements_going(
+    start_node: StartNode, redis_server: RedisProcess
+) -> None:
+    """The wait that ends the rolling restart counts a bet sent but not yet answered: its
+    answer can still accept it into a round that is open. Deterministic: the node is stopped
+    (SIGSTOP) while the bet is on its way, so the answer cannot come before the check."""
+    node = await start_node("a", **{"--betting-window": "2"})  # the bet lands in the window
+    async with roamers(node.url, ("A", "a")) as (player,):
+        player.betting = False  # this test sends the one bet itself
+        await player.wait_for(
+            lambda: bool(player.events) and player.events[-1]["kind"] == "round_opened"
+        )
+        round_no = player.events[-1]["round"]
+        node.signal(signal.SIGSTOP)
+        try:
+            await player.bet(round_no)
+            # Nothing accepted yet, every round with an accepted bet finished: but not done.
+            assert player.unanswered == {f"A-{round_no}"}
+            assert not player.bets_all_finished()
+        finally:
+            node.signal(signal.SIGCONT)
+        await player.wait_for(player.bets_all_finished)
+        assert f"A-{round_no}" in player.accepted
+        assert round_no in player.finished_rounds()
+    assert player.problems == [], player.problems
+    await assert_every_bet_settled_once(redis_server, player)
