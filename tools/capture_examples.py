@@ -182,9 +182,15 @@ async def http_get(port: int, path: str) -> None:
     note(f"   body: {body.decode(errors='replace')!r}")
 
 
+def _seeds(number: int) -> Callable[[], bytes]:
+    """A reproducible source of shoe seeds (the server's own draws from the OS CSPRNG)."""
+    source = random.Random(number)
+    return lambda: source.randbytes(32)
+
+
 async def capture_main() -> None:
     node = Node(MAIN)
-    node.loops[0].rng = random.Random(SEED)
+    node.loops[0].seeds = _seeds(SEED)
     async with node:
         port = node.port
         table = "classic8"

@@ -87,7 +87,7 @@ def play_round(
 ) -> RoundLog:
     """open -> close -> deal until the round_result event -> settle."""
     log = RoundLog(bets=list(bets or []))
-    state = step(log, "open", state, open_round(state, rules, now_ms, WINDOW_MS, rng))
+    state = step(log, "open", state, open_round(state, rules, now_ms, WINDOW_MS, rng.randbytes(32)))
     state = step(log, "close", state, close_betting(state))
     while "round_result" not in log.kinds("deal"):
         state = step(log, "deal", state, deal_next_card(state))
@@ -131,7 +131,7 @@ def tiny_logs() -> list[RoundLog]:
 def test_first_round_shuffles_and_burns() -> None:
     """The first open_round shuffles shoe 1, burns, then opens round 1 for bets."""
     rng = random.Random(1)
-    transition = open_round(TableState("t1"), CLASSIC, 1_000, WINDOW_MS, rng)
+    transition = open_round(TableState("t1"), CLASSIC, 1_000, WINDOW_MS, rng.randbytes(32))
     state, events = transition.state, transition.events
     assert [e["kind"] for e in events] == ["shoe_shuffled", "burn", "round_opened"]
     shuffled, burn, opened = events
@@ -386,7 +386,7 @@ def test_verify_bet_window() -> None:
         verify_bet_window(idle, 1, 0)
     assert rejected.value.code is RejectCode.BETTING_CLOSED
 
-    state = open_round(idle, TINY, 1_000, WINDOW_MS, random.Random(2)).state
+    state = open_round(idle, TINY, 1_000, WINDOW_MS, random.Random(2).randbytes(32)).state
     verify_bet_window(state, 1, 1_000)
     verify_bet_window(state, 1, 1_000 + WINDOW_MS - 1)
     for late in (1_000 + WINDOW_MS, 10**12):
@@ -407,7 +407,7 @@ def test_verify_bet_window() -> None:
 @pytest.mark.parametrize("dealt", [None, 0, 2, 4])
 def test_void_round_refunds_every_stake_once(dealt: int | None) -> None:
     """void_round in BETTING or mid-deal refunds each bet's exact stake and forces a new shoe."""
-    state = open_round(TableState("t"), TINY, 0, WINDOW_MS, random.Random(8)).state
+    state = open_round(TableState("t"), TINY, 0, WINDOW_MS, random.Random(8).randbytes(32)).state
     bets = [Bet(f"b{i}", f"p{i % 2}", spot, 100 + i) for i, spot in enumerate(Spot)]
     if dealt is not None:
         state = close_betting(state).state
@@ -422,7 +422,7 @@ def test_void_round_refunds_every_stake_once(dealt: int | None) -> None:
     assert transition.events == [
         {"kind": "round_voided", "reason": "dealer error", "bets": 5, "refunded": 510}
     ]
-    reopened = open_round(transition.state, TINY, 0, WINDOW_MS, random.Random(9))
+    reopened = open_round(transition.state, TINY, 0, WINDOW_MS, random.Random(9).randbytes(32))
     assert reopened.events[0]["kind"] == "shoe_shuffled"
     assert reopened.state.shoe_number == 2 and reopened.state.round == 2
 
@@ -457,7 +457,7 @@ def test_state_round_trip_at_every_step(tiny_logs: list[RoundLog]) -> None:
 
 def test_restored_state_continues_identically() -> None:
     """A successor resuming from the persisted state mid-deal deals the same cards."""
-    state = open_round(TableState("t"), CLASSIC, 0, WINDOW_MS, random.Random(4)).state
+    state = open_round(TableState("t"), CLASSIC, 0, WINDOW_MS, random.Random(4).randbytes(32)).state
     state = deal_next_card(close_betting(state).state).state
     restored = json_round_trip(state)
     while state.dealt < coup_of(state).cards_used:
@@ -468,7 +468,7 @@ def test_restored_state_continues_identically() -> None:
 
 def test_dealt_cards_during_dealing() -> None:
     """dealt_cards lists the (hand, card) pairs dealt so far: none while betting, all at the end."""
-    state = open_round(TableState("t"), CLASSIC, 0, WINDOW_MS, random.Random(6)).state
+    state = open_round(TableState("t"), CLASSIC, 0, WINDOW_MS, random.Random(6).randbytes(32)).state
     assert state.dealt_cards() == []
     state = close_betting(state).state
     assert state.dealt_cards() == []
@@ -486,7 +486,7 @@ def test_dealt_cards_during_dealing() -> None:
 def test_transitions_do_not_mutate_their_input() -> None:
     """Transitions are pure: the input state and its shoe are unchanged and can be replayed."""
     start = TableState("t")
-    opened = open_round(start, CLASSIC, 0, WINDOW_MS, random.Random(3)).state
+    opened = open_round(start, CLASSIC, 0, WINDOW_MS, random.Random(3).randbytes(32)).state
     assert opened.shoe is not None
     position = opened.shoe.position
     dealing = close_betting(opened).state
@@ -505,7 +505,7 @@ def test_transitions_refuse_the_wrong_phase(classic_logs: list[RoundLog]) -> Non
     dealing_done = log.steps[-1].before  # every card dealt, not settled
     rng = random.Random(0)
     with pytest.raises(AssertionError):
-        open_round(betting, CLASSIC, 0, WINDOW_MS, rng)
+        open_round(betting, CLASSIC, 0, WINDOW_MS, rng.randbytes(32))
     with pytest.raises(AssertionError):
         close_betting(settled)
     with pytest.raises(AssertionError):

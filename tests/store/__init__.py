@@ -108,7 +108,7 @@ class Owner:
 
     async def open(self, window_ms: int = 60_000, *, now_ms: int | None = None) -> list[Event]:
         now = await self.store.now_ms() if now_ms is None else now_ms
-        return await self.apply(open_round(self.state, self.rules, now, window_ms, self.rng))
+        return await self.apply(open_round(self.state, self.rules, now, window_ms, self.rng.randbytes(32)))
 
     async def close(self) -> list[Event]:
         return await self.apply(close_betting(self.state))

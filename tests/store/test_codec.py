@@ -21,7 +21,7 @@ RULES = rules_preset("classic8")
 
 
 def _betting(seed: int) -> TableState:
-    return open_round(TableState("t"), RULES, 0, 1000, random.Random(seed)).state
+    return open_round(TableState("t"), RULES, 0, 1000, random.Random(seed).randbytes(32)).state
 
 
 def test_the_blob_is_the_plain_format_and_reads_back() -> None:
