@@ -83,11 +83,12 @@ class FairShoe:
         return commit(self.seed)
 
     def to_dict(self) -> dict[str, object]:
+        """Plain values (hex for bytes), as the rest of TableState.to_dict."""
         return {
-            "seed": self.seed,
+            "seed": self.seed.hex(),
             "decks": self.decks,
             "cut_from_end": list(self.cut_from_end),
-            "client_seed": self.client_seed,
+            "client_seed": self.client_seed.hex() if self.client_seed is not None else None,
             "revealed": self.revealed,
             "rigged": self.rigged,
         }
@@ -97,16 +98,16 @@ class FairShoe:
         if not isinstance(data, dict):
             return None
         seed, decks, cut, sealed = (data[k] for k in ("seed", "decks", "cut_from_end", "client_seed"))
-        if not (isinstance(seed, bytes) and type(decks) is int and isinstance(cut, list)):
+        if not (isinstance(seed, str) and type(decks) is int and isinstance(cut, list)):
             raise TypeError(f"a committed shoe of {type(seed).__name__}, {decks!r}, {cut!r}")
-        if not (sealed is None or isinstance(sealed, bytes)) or len(cut) != 2:
-            raise TypeError(f"a committed shoe sealed with {sealed!r}, cut {cut!r}")
+        if not (sealed is None or isinstance(sealed, str)) or len(cut) != 2:
+            raise TypeError(f"a committed shoe sealed with {type(sealed).__name__}, cut {cut!r}")
         low, high = (int(value) for value in cut)
         return cls(
-            seed,
+            bytes.fromhex(seed),
             decks,
             (low, high),
-            sealed,
+            bytes.fromhex(sealed) if sealed is not None else None,
             revealed=data.get("revealed") is True,
             rigged=data.get("rigged") is True,
         )
