@@ -149,7 +149,7 @@ def _from_v0(data: dict[str, Any]) -> dict[str, Any]:
 
 def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
     """Format 1 had no committed shoe: its shoe plays on unproved, the next one is committed."""
-    return {**data, "fair": None, "v": 2}
+    return {"fair": None, **data, "v": 2}
 
 
 _MIGRATIONS = {0: _from_v0, 1: _from_v1}  # format -> the step to the next one

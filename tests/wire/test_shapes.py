@@ -417,6 +417,9 @@ CARD_EVENT: dict[str, Any] = {
     "index": 0,
     "rank": "K",
     "suit": "s",
+    "position": 9,
+    "salt": "ab" * 32,
+    "proof": ["L" + "cd" * 32],
 }
 
 
