@@ -199,6 +199,14 @@ async def capture_main() -> None:
         c1 = await Client.open(port, "c1", [JSON])
         await c1.recv()
 
+        section("entropy in the new shoe's first window (round 1): the event, then refusals")
+        await c1.send({"type": "entropy", "table": table, "value": "lucky 7", "ref": "e1"})
+        await c1.recv()
+        await c1.send({"type": "entropy", "table": table, "value": "again", "ref": "e2"})
+        await c1.recv()
+        await c1.send({"type": "entropy", "table": table, "value": "x" * 65, "ref": "e3"})
+        await c1.recv()
+
         section("ping / pong")
         await c1.send({"type": "ping", "ref": "p1"})
         await c1.recv()
@@ -310,6 +318,8 @@ async def capture_main() -> None:
         await c1.until(is_event("betting_closed", r))
         await c1.send(bet("c-1", "player", 100))
         await c1.until(is_type("bet_rejected"))
+        await c1.send({"type": "entropy", "table": table, "value": "late", "ref": "e4"})
+        await c1.until(is_type("error"))
         await c1.until(is_type("settlement"))
 
         section("replay of the round just played")
