@@ -97,7 +97,9 @@ class FairShoe:
     def from_dict(cls, data: object) -> FairShoe | None:
         if not isinstance(data, dict):
             return None
-        seed, decks, cut, sealed = (data[k] for k in ("seed", "decks", "cut_from_end", "client_seed"))
+        seed, decks, cut, sealed = (
+            data[k] for k in ("seed", "decks", "cut_from_end", "client_seed")
+        )
         if not (isinstance(seed, str) and type(decks) is int and isinstance(cut, list)):
             raise TypeError(f"a committed shoe of {type(seed).__name__}, {decks!r}, {cut!r}")
         if not (sealed is None or isinstance(sealed, str)) or len(cut) != 2:

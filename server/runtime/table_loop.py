@@ -28,8 +28,8 @@ import structlog
 
 from server.core.bets import BetTotals, Payout, settle_bets
 from server.core.errors import BetRejected, NotEnoughCards
-from server.core.recall import round_summary
 from server.core.fair import SEED_SIZE
+from server.core.recall import round_summary
 from server.core.rules import TableRules
 from server.core.shoe import RandRange
 from server.core.table import (

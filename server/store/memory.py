@@ -18,8 +18,7 @@ from collections.abc import AsyncIterator, Callable, Collection
 
 from server.core.bets import Bet, BetTotals, Payout, parse_spot, verify_bet
 from server.core.errors import BetRejected, RejectCode
-from server.core import events as ev
-from server.core.events import EventPayload
+from server.core.events import EventPayload, entropy_accepted
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import Phase, TableState, entropy_window, verify_bet_window
@@ -196,7 +195,7 @@ class MemoryStore(MemoryWallet):
             raise entropy_full()
         values[player] = value
         table.entropy = (shoe, values)
-        return self._append(table, [ev.entropy_accepted(shoe=shoe, value=value)])[0]
+        return self._append(table, [entropy_accepted(shoe=shoe, value=value)])[0]
 
     async def shoe_entropy(self, table_id: str, shoe: int) -> list[str]:
         number, values = self._table(table_id).entropy

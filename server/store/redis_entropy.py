@@ -29,7 +29,6 @@ from server.wire.envelope import template
 __all__ = ["RedisEntropy"]
 
 
-
 class RedisEntropy(RedisBase):
     _history: tuple[int, int]  # events and rounds kept (RedisStore sets them)
 

@@ -188,9 +188,7 @@ def test_first_round_commits_then_seals_shuffles_and_burns() -> None:
     assert [position for position, *_ in shown] == list(range(1 + burn["burned"]))
     for position, card, salt, proof in shown:
         assert card == shoe.cards[position]
-        assert verify_card(
-            shoe.root, position, card, bytes.fromhex(salt), decode_proof(proof), 416
-        )
+        assert verify_card(shoe.root, position, card, bytes.fromhex(salt), decode_proof(proof), 416)
     assert state.round_start == state.shoe.position == 1 + burn["burned"]
     assert (state.dealt, state.results, state.last_hand) == (0, "", False)
 

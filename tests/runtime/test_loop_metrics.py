@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import dataclasses
 import random
-from functools import partial
 from collections import Counter
+from functools import partial
 
 from server.core.cards import Card, Suit
 from server.core.shoe import Shoe
@@ -49,7 +49,9 @@ async def test_a_lost_lease_is_counted() -> None:
     clock = ManualClock()
     store = await _store(clock)
     timings = dataclasses.replace(TIMINGS, lease_ttl=300.0)  # no renewal before the close
-    loop = TableLoop(store, TABLE, RULES, "a", clock, timings, seeds=partial(random.Random(3).randbytes, 32))
+    loop = TableLoop(
+        store, TABLE, RULES, "a", clock, timings, seeds=partial(random.Random(3).randbytes, 32)
+    )
     async with _running(loop):
         assert loop.token is not None
         await store.release_lease(TABLE, "a", loop.token)

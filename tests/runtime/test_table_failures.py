@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from functools import partial
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -53,7 +53,9 @@ async def _dealing_with_bets(store: Store) -> None:
 
 
 def _loop(store: Store, clock: ManualClock, node: str = "a") -> TableLoop:
-    return TableLoop(store, TABLE, RULES, node, clock, TIMINGS, seeds=partial(random.Random(5).randbytes, 32))
+    return TableLoop(
+        store, TABLE, RULES, node, clock, TIMINGS, seeds=partial(random.Random(5).randbytes, 32)
+    )
 
 
 @contextlib.asynccontextmanager

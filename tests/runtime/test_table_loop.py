@@ -7,8 +7,8 @@ import contextlib
 import dataclasses
 import itertools
 import random
-from functools import partial
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 
 import pytest
 import structlog
@@ -45,7 +45,9 @@ async def _store(clock: ManualClock) -> MemoryStore:
 
 
 def _loop(store: MemoryStore, clock: ManualClock, node: str, seed: int = 7) -> TableLoop:
-    return TableLoop(store, TABLE, RULES, node, clock, TIMINGS, seeds=partial(random.Random(seed).randbytes, 32))
+    return TableLoop(
+        store, TABLE, RULES, node, clock, TIMINGS, seeds=partial(random.Random(seed).randbytes, 32)
+    )
 
 
 @contextlib.asynccontextmanager
@@ -304,7 +306,9 @@ async def test_stale_owner_cannot_commit_and_steps_down() -> None:
     # A long lease: no renewal falls inside the window, so the close is the first write.
     timings = dataclasses.replace(TIMINGS, lease_ttl=300.0)
     with structlog.testing.capture_logs() as logs:
-        loop = TableLoop(store, TABLE, RULES, "a", clock, timings, seeds=partial(random.Random(3).randbytes, 32))
+        loop = TableLoop(
+            store, TABLE, RULES, "a", clock, timings, seeds=partial(random.Random(3).randbytes, 32)
+        )
         async with _running(loop):
             opened = await _state(store)
             old_token = loop.token
