@@ -203,14 +203,15 @@ def reveal_shoe(fair: FairShoe, shoe_number: int) -> tuple[FairShoe, EventPayloa
 
 # --- the trees, rebuilt once per shoe and node ---------------------------------------------------
 
-_TREES: OrderedDict[tuple[bytes, bytes], ShuffledShoe] = OrderedDict()
+_TREES: OrderedDict[tuple[object, ...], ShuffledShoe] = OrderedDict()
 
 
 def _committed(fair: FairShoe, made: ShuffledShoe | None, shoe: Shoe | None = None) -> ShuffledShoe:
     """The sealed shoe with its salts and tree: `made` when just built, else the cached one
     for this seed, else rebuilt (from the stream, or over the stored order of a rigged shoe)."""
     assert fair.client_seed is not None
-    key = (fair.seed, fair.client_seed)
+    # Everything the shoe is a function of (a rigged one: of its order too, checked below).
+    key = (fair.seed, fair.client_seed, fair.decks, fair.cut_from_end, fair.rigged)
     if made is None:
         made = _TREES.get(key)
         if made is not None and shoe is not None and list(made.cards) != shoe.cards:

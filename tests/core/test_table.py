@@ -14,7 +14,15 @@ from server.core.cards import Card, Suit
 from server.core.coup import resolve_coup
 from server.core.errors import BetRejected, RejectCode
 from server.core.events import EventPayload as Payload
-from server.core.fair import ALG, client_seed, commit, decode_proof, shuffle, verify_card
+from server.core.fair import (
+    ALG,
+    client_seed,
+    commit,
+    decode_proof,
+    encode_proof,
+    shuffle,
+    verify_card,
+)
 from server.core.rules import TableRules, rules_preset
 from server.core.table import (
     Phase,
@@ -565,3 +573,17 @@ def test_cut_card_announcement_holds_with_default_rules() -> None:
         for ev in (e for s in log.steps for e in s.events if e["kind"] == "cut_card"):
             announced[shoe] = ev["last_round"]
     assert announced == last_round
+
+
+def test_a_seed_used_with_other_rules_gives_that_rules_shoe() -> None:
+    """Seals are computed once per shoe and node and kept: the same seed under other rules
+    (another number of decks or cut card) still gets the shoe those rules fix."""
+    seed = random.Random(12).randbytes(32)
+    for rules in (CLASSIC, TINY, CLASSIC):
+        state = close_betting(open_round(TableState("t"), rules, 0, WINDOW_MS, seed).state).state
+        expected = shuffle(seed, client_seed([]), rules.decks, (rules.cut_card_from_end,) * 2)
+        assert state.shoe is not None and state.shoe.cards == list(expected.cards)
+        card = deal_next_card(state).events[-1]
+        assert card["kind"] == "card" and card["position"] == expected.first_dealt
+        proof = expected.proof(expected.first_dealt)
+        assert (card["salt"], card["proof"]) == (proof.salt.hex(), encode_proof(proof.path))
