@@ -34,7 +34,7 @@ async def open_table(store: MemoryStore, now_ms: int) -> None:
     lease = await store.acquire_lease(TABLE, "bench", 3_600_000)
     state = await store.load_state(TABLE)
     assert lease is not None and state is not None
-    transition = open_round(state, rules, now_ms, 3_600_000, random.Random(1))
+    transition = open_round(state, rules, now_ms, 3_600_000, random.Random(1).randbytes(32))
     await store.commit(TABLE, lease.token, state.version, transition.state, transition.events)
     for i in range(PLAYERS):
         await store.ensure_player(f"p{i}", 10**12)

@@ -35,7 +35,9 @@ async def open_table(store: RedisStore) -> None:
     state = await store.load_state(TABLE)
     assert lease is not None and state is not None
     now = await store.now_ms()
-    transition = open_round(state, PRESETS["classic8"], now, 600_000, random.Random(1))
+    transition = open_round(
+        state, PRESETS["classic8"], now, 600_000, random.Random(1).randbytes(32)
+    )
     await store.commit(TABLE, lease.token, state.version, transition.state, transition.events)
 
 

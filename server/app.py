@@ -390,7 +390,11 @@ def configure_logging(log_format: str, level: str) -> None:
     """structlog with JSON lines, or readable lines on a terminal."""
     as_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
     renderer: Any = (
-        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer()
+        if as_json
+        # Plain tracebacks: a rich one shows local variables, and a shoe's seed must never
+        # reach a log line before its reveal (docs/fairness.md).
+        else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
     )
     structlog.configure(
         processors=[

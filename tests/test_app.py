@@ -379,7 +379,9 @@ async def test_max_bets_per_round_reaches_the_store(clean_env: pytest.MonkeyPatc
     rules = PRESETS["classic8"]
     await store.create_table("t", rules)
     await store.ensure_player("p", 10_000)
-    opened = open_round(TableState("t"), rules, clock.now_ms(), 60_000, random.Random(1))
+    opened = open_round(
+        TableState("t"), rules, clock.now_ms(), 60_000, random.Random(1).randbytes(32)
+    )
     lease = await store.acquire_lease("t", "n", 60_000)
     assert lease is not None
     await store.commit("t", lease.token, 0, opened.state, opened.events)

@@ -182,15 +182,29 @@ async def http_get(port: int, path: str) -> None:
     note(f"   body: {body.decode(errors='replace')!r}")
 
 
+def _seeds(number: int) -> Callable[[], bytes]:
+    """A reproducible source of shoe seeds (the server's own draws from the OS CSPRNG)."""
+    source = random.Random(number)
+    return lambda: source.randbytes(32)
+
+
 async def capture_main() -> None:
     node = Node(MAIN)
-    node.loops[0].rng = random.Random(SEED)
+    node.loops[0].seeds = _seeds(SEED)
     async with node:
         port = node.port
         table = "classic8"
 
         section("welcome (JSON connection)")
         c1 = await Client.open(port, "c1", [JSON])
+        await c1.recv()
+
+        section("entropy in the new shoe's first window (round 1): the event, then refusals")
+        await c1.send({"type": "entropy", "table": table, "value": "lucky 7", "ref": "e1"})
+        await c1.recv()
+        await c1.send({"type": "entropy", "table": table, "value": "again", "ref": "e2"})
+        await c1.recv()
+        await c1.send({"type": "entropy", "table": table, "value": "x" * 65, "ref": "e3"})
         await c1.recv()
 
         section("ping / pong")
@@ -304,6 +318,8 @@ async def capture_main() -> None:
         await c1.until(is_event("betting_closed", r))
         await c1.send(bet("c-1", "player", 100))
         await c1.until(is_type("bet_rejected"))
+        await c1.send({"type": "entropy", "table": table, "value": "late", "ref": "e4"})
+        await c1.until(is_type("error"))
         await c1.until(is_type("settlement"))
 
         section("replay of the round just played")

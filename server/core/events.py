@@ -21,9 +21,11 @@ __all__ = [
     "BetTotalsPayload",
     "BettingClosedPayload",
     "BurnPayload",
+    "BurntCard",
     "CardFace",
     "CardPayload",
     "CutCardPayload",
+    "EntropyAcceptedPayload",
     "EventKind",
     "EventPayload",
     "HandName",
@@ -31,6 +33,9 @@ __all__ = [
     "RoundResultPayload",
     "RoundSettledPayload",
     "RoundVoidedPayload",
+    "ShoeCommittedPayload",
+    "ShoeRevealedPayload",
+    "ShoeSealedPayload",
     "ShoeShuffledPayload",
     "TablePausedPayload",
     "TableResumedPayload",
@@ -38,12 +43,17 @@ __all__ = [
     "bet_totals",
     "betting_closed",
     "burn",
+    "burnt_card",
     "card",
     "cut_card",
+    "entropy_accepted",
     "round_opened",
     "round_result",
     "round_settled",
     "round_voided",
+    "shoe_committed",
+    "shoe_revealed",
+    "shoe_sealed",
     "shoe_shuffled",
     "table_paused",
     "table_resumed",
@@ -54,6 +64,12 @@ WinnerName = Literal["player", "banker", "tie"]
 
 
 class EventKind(StrEnum):
+    # The committed shoe (docs/fairness.md): its commitment, the players' entropy, the seal
+    # (client seed and Merkle root), and the seed once the shoe is over.
+    SHOE_COMMITTED = "shoe_committed"
+    ENTROPY_ACCEPTED = "entropy_accepted"
+    SHOE_SEALED = "shoe_sealed"
+    SHOE_REVEALED = "shoe_revealed"
     SHOE_SHUFFLED = "shoe_shuffled"
     BURN = "burn"
     CUT_CARD = "cut_card"
@@ -73,6 +89,36 @@ class CardFace(TypedDict):
     suit: str | None
 
 
+class ShoeCommittedPayload(TypedDict):
+    kind: Literal["shoe_committed"]
+    shoe: int
+    alg: str  # "bac-shoe-v1"
+    commitment: str  # hex SHA-256 of the seed
+
+
+class EntropyAcceptedPayload(TypedDict):
+    kind: Literal["entropy_accepted"]
+    shoe: int
+    value: str  # exactly as it will be published in shoe_sealed
+
+
+class ShoeSealedPayload(TypedDict):
+    kind: Literal["shoe_sealed"]
+    shoe: int
+    alg: str
+    entropy: list[str]  # the accepted values, in the order received
+    client_seed: str  # hex
+    root: str  # hex Merkle root over the shoe's positions
+    cut_from_end: list[int]  # [lo, hi]
+    decks: int
+
+
+class ShoeRevealedPayload(TypedDict):
+    kind: Literal["shoe_revealed"]
+    shoe: int
+    seed: str  # hex: the shoe is over, anyone may recompute it
+
+
 class ShoeShuffledPayload(TypedDict):
     kind: Literal["shoe_shuffled"]
     shoe: int
@@ -81,11 +127,22 @@ class ShoeShuffledPayload(TypedDict):
     cards: int
 
 
+class BurntCard(TypedDict):
+    position: int
+    card: CardFace
+    salt: str  # hex
+    proof: list[str]  # Merkle path, wire steps ("L" or "R" + 64 hex)
+
+
 class BurnPayload(TypedDict):
     kind: Literal["burn"]
     shoe: int
     shown: CardFace
     burned: int
+    position: int  # of the shown card: 0
+    salt: str
+    proof: list[str]
+    burnt: list[BurntCard]  # the cards burned face down, positions 1..burned
 
 
 class CutCardPayload(TypedDict):
@@ -119,6 +176,9 @@ class CardPayload(TypedDict):
     index: int  # position in the round's deal order, from 0
     rank: str
     suit: str | None
+    position: int  # in the shoe (burns included), from 0: consecutive across the shoe
+    salt: str  # hex
+    proof: list[str]  # Merkle path against the shoe's root
 
 
 class RoundResultPayload(TypedDict):
@@ -158,7 +218,11 @@ class TableResumedPayload(TypedDict):
 
 
 EventPayload = (
-    ShoeShuffledPayload
+    ShoeCommittedPayload
+    | EntropyAcceptedPayload
+    | ShoeSealedPayload
+    | ShoeRevealedPayload
+    | ShoeShuffledPayload
     | BurnPayload
     | CutCardPayload
     | RoundOpenedPayload
@@ -175,6 +239,40 @@ EventPayload = (
 # --- constructors: one per kind, the keys in wire order ----------------------------------------
 
 
+def shoe_committed(*, shoe: int, alg: str, commitment: str) -> ShoeCommittedPayload:
+    return {"kind": "shoe_committed", "shoe": shoe, "alg": alg, "commitment": commitment}
+
+
+def entropy_accepted(*, shoe: int, value: str) -> EntropyAcceptedPayload:
+    return {"kind": "entropy_accepted", "shoe": shoe, "value": value}
+
+
+def shoe_sealed(
+    *,
+    shoe: int,
+    alg: str,
+    entropy: list[str],
+    client_seed: str,
+    root: str,
+    cut_from_end: list[int],
+    decks: int,
+) -> ShoeSealedPayload:
+    return {
+        "kind": "shoe_sealed",
+        "shoe": shoe,
+        "alg": alg,
+        "entropy": entropy,
+        "client_seed": client_seed,
+        "root": root,
+        "cut_from_end": cut_from_end,
+        "decks": decks,
+    }
+
+
+def shoe_revealed(*, shoe: int, seed: str) -> ShoeRevealedPayload:
+    return {"kind": "shoe_revealed", "shoe": shoe, "seed": seed}
+
+
 def shoe_shuffled(*, shoe: int, decks: int, cut_index: int, cards: int) -> ShoeShuffledPayload:
     return {
         "kind": "shoe_shuffled",
@@ -185,8 +283,30 @@ def shoe_shuffled(*, shoe: int, decks: int, cut_index: int, cards: int) -> ShoeS
     }
 
 
-def burn(*, shoe: int, shown: CardFace, burned: int) -> BurnPayload:
-    return {"kind": "burn", "shoe": shoe, "shown": shown, "burned": burned}
+def burnt_card(*, position: int, card: CardFace, salt: str, proof: list[str]) -> BurntCard:
+    return {"position": position, "card": card, "salt": salt, "proof": proof}
+
+
+def burn(
+    *,
+    shoe: int,
+    shown: CardFace,
+    burned: int,
+    position: int,
+    salt: str,
+    proof: list[str],
+    burnt: list[BurntCard],
+) -> BurnPayload:
+    return {
+        "kind": "burn",
+        "shoe": shoe,
+        "shown": shown,
+        "burned": burned,
+        "position": position,
+        "salt": salt,
+        "proof": proof,
+        "burnt": burnt,
+    }
 
 
 def cut_card(*, shoe: int, last_round: int) -> CutCardPayload:
@@ -213,8 +333,26 @@ def betting_closed() -> BettingClosedPayload:
     return {"kind": "betting_closed"}
 
 
-def card(*, hand: HandName, index: int, rank: str, suit: str | None) -> CardPayload:
-    return {"kind": "card", "hand": hand, "index": index, "rank": rank, "suit": suit}
+def card(
+    *,
+    hand: HandName,
+    index: int,
+    rank: str,
+    suit: str | None,
+    position: int,
+    salt: str,
+    proof: list[str],
+) -> CardPayload:
+    return {
+        "kind": "card",
+        "hand": hand,
+        "index": index,
+        "rank": rank,
+        "suit": suit,
+        "position": position,
+        "salt": salt,
+        "proof": proof,
+    }
 
 
 def round_result(

@@ -3,13 +3,12 @@
 The owner of a table computes the next state and the events it emits from the current one;
 a store commits both atomically (checking its fencing token and the state's version), so a
 crashed owner's successor resumes from whatever state was last committed. Nothing here reads
-a clock or does I/O: `now_ms` and the random source come in as arguments.
+a clock or does I/O: `now_ms` and a new shoe's seed come in as arguments.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -18,10 +17,11 @@ from server.core.bets import Bet, BetTotals, Outcome, Payout, settle_bets
 from server.core.cards import Card
 from server.core.coup import Coup, resolve_coup
 from server.core.errors import BetRejected, NotEnoughCards, RejectCode
-from server.core.events import CardFace, EventPayload, RoundResultPayload
+from server.core.events import EventPayload, RoundResultPayload
+from server.core.fair_table import FairShoe, card_proof, commit_shoe, reveal_shoe, seal_shoe
 from server.core.roads import pair_code
 from server.core.rules import TableRules
-from server.core.shoe import MAX_COUP_CARDS, Shoe
+from server.core.shoe import MAX_COUP_CARDS, RandRange, Shoe
 
 __all__ = [
     "Phase",
@@ -31,6 +31,7 @@ __all__ = [
     "close_betting",
     "coup_of",
     "deal_next_card",
+    "entropy_window",
     "open_round",
     "pause_table",
     "publish_totals",
@@ -76,6 +77,9 @@ class TableState:
     pairs: str = ""
     # The owner has paused the table (an operator asked): no round opens until it resumes.
     paused: bool = False
+    # The shoe's commitment (docs/fairness.md): its secret seed and, once sealed, its client
+    # seed. None for a shoe shuffled before shoes were committed (an older node's state).
+    fair: FairShoe | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -92,6 +96,7 @@ class TableState:
             "results": self.results,
             "pairs": self.pairs,
             "paused": self.paused,
+            "fair": self.fair.to_dict() if self.fair else None,
         }
 
     @classmethod
@@ -117,6 +122,7 @@ class TableState:
             results=results,
             pairs=pairs,
             paused=data.get("paused", False) is True,  # states stored before pausing existed
+            fair=FairShoe.from_dict(data.get("fair")),  # None: stored before shoes were committed
         )
 
     def dealt_cards(self) -> list[tuple[str, Card]]:
@@ -143,19 +149,26 @@ def _advance(state: TableState, **changes: object) -> TableState:
 
 
 def open_round(
-    state: TableState, rules: TableRules, now_ms: int, window_ms: int, rng: random.Random
+    state: TableState, rules: TableRules, now_ms: int, window_ms: int, seed: bytes
 ) -> Transition:
-    """Open the next round's betting window, shuffling a new shoe first when one is due."""
+    """Open the next round's betting window. When a new shoe is due, the old one is revealed
+    (if it was not yet) and the new one committed (`shoe_committed`) from `seed`, the
+    runtime's fresh 32 bytes (unused otherwise): its order exists only from the seal, at the
+    close of this window (close_betting)."""
     assert _between_rounds(state) and not state.paused, (state.phase, state.paused)
     events: list[EventPayload] = []
     shoe = Shoe(state.shoe.cards, state.shoe.position, state.shoe.cut_index) if state.shoe else None
-    shoe_number, results, pairs = state.shoe_number, state.results, state.pairs
+    shoe_number, results, pairs, fair = state.shoe_number, state.results, state.pairs, state.fair
     round_no = state.round + 1
     if shoe is None or _new_shoe_due(state, rules, shoe):
+        if fair is not None and not fair.revealed:
+            events.append(reveal_shoe(fair, shoe_number)[1])
         shoe_number, results, pairs = shoe_number + 1, "", ""
-        shoe, events = _fresh_shoe(rules, shoe_number, rng)
-    last_hand = shoe.is_last_hand()
-    if last_hand and shoe.position == shoe.cut_index:
+        fair, committed = commit_shoe(seed, rules, shoe_number)
+        shoe = None
+        events.append(committed)
+    last_hand = shoe is not None and shoe.is_last_hand()
+    if shoe is not None and last_hand and shoe.position == shoe.cut_index:
         # The cut card came out before the first card of this hand: this hand is the last.
         events.append(ev.cut_card(shoe=shoe_number, last_round=round_no))
     closes_at = now_ms + window_ms
@@ -174,11 +187,12 @@ def open_round(
         closes_at_ms=closes_at,
         shoe=shoe,
         shoe_number=shoe_number,
-        round_start=shoe.position,
+        round_start=shoe.position if shoe is not None else 0,
         dealt=0,
         last_hand=last_hand,
         results=results,
         pairs=pairs,
+        fair=fair,
     )
     return Transition(new_state, events)
 
@@ -189,22 +203,15 @@ def _new_shoe_due(state: TableState, rules: TableRules, shoe: Shoe) -> bool:
         rules.reshuffle_every_round
         or state.last_hand  # the previous hand was the shoe's last
         or not _coup_fits(shoe, shoe.position)  # never start a coup the shoe cannot finish
+        or (state.fair is not None and state.fair.revealed)  # its seed is public
     )
 
 
-def _fresh_shoe(
-    rules: TableRules, shoe_number: int, rng: random.Random
-) -> tuple[Shoe, list[EventPayload]]:
-    """A new shoe, shuffled and its first card burned, and the events that say so."""
-    shoe = Shoe.shuffled(rules.decks, rules.cut_card_from_end, rng)
-    shuffled = ev.shoe_shuffled(
-        shoe=shoe_number,
-        decks=rules.decks,
-        cut_index=shoe.cut_index,
-        cards=len(shoe.cards),
-    )
-    burn = shoe.burn()
-    return shoe, [shuffled, ev.burn(shoe=shoe_number, shown=_face(burn.shown), burned=burn.burned)]
+def entropy_window(state: TableState) -> int:
+    """The round whose betting window takes players' entropy (its shoe's first, before the
+    seal), or 0 when none does: what the stores check Store.add_entropy against."""
+    pending = state.fair is not None and not state.fair.sealed
+    return state.round if pending and state.phase is Phase.BETTING else 0
 
 
 def _between_rounds(state: TableState) -> bool:
@@ -244,23 +251,37 @@ def publish_totals(state: TableState, totals: BetTotals) -> Transition:
     return Transition(_advance(state), [_totals_event(totals)])
 
 
-def close_betting(state: TableState, totals: BetTotals | None = None) -> Transition:
+def close_betting(
+    state: TableState,
+    totals: BetTotals | None = None,
+    entropy: Sequence[str] = (),
+    rig: RandRange | None = None,
+) -> Transition:
     """Close the window; the store refuses every bet from the moment this commits. `totals`,
-    when given, are the round's final totals, shown just before the close."""
+    when given, are the round's final totals, shown just before the close.
+
+    The close of a new shoe's first window seals it with the players' `entropy` (all the
+    store accepted, in order): `shoe_sealed`, `shoe_shuffled` and the `burn` follow
+    `betting_closed`, and the coup is dealt from the first card after the burn. The order is
+    the committed stream's, whatever the bets. `rig` is FOR TESTS ONLY (see seal_shoe)."""
     assert state.phase is Phase.BETTING, state.phase
     events = [_totals_event(totals)] if totals is not None else []
     events.append(ev.betting_closed())
-    return Transition(_advance(state, phase=Phase.DEALING), events)
+    if state.fair is None or state.fair.sealed:
+        return Transition(_advance(state, phase=Phase.DEALING), events)
+    fair, shoe, sealing = seal_shoe(state.fair, state.shoe_number, entropy, rig)
+    events += sealing
+    last_hand = shoe.is_last_hand()  # a cut card within the burn (tiny shoes, tests)
+    if last_hand:
+        events.append(ev.cut_card(shoe=state.shoe_number, last_round=state.round))
+    changes = {"shoe": shoe, "round_start": shoe.position, "last_hand": last_hand}
+    return Transition(_advance(state, phase=Phase.DEALING, fair=fair, **changes), events)
 
 
 def coup_of(state: TableState) -> Coup:
     """The round's coup: fixed by the shoe's order from the round's first card, never by bets."""
     assert state.shoe is not None
     return resolve_coup(state.shoe.cards[state.round_start : state.round_start + MAX_COUP_CARDS])
-
-
-def _face(card: Card) -> CardFace:
-    return {"rank": card.rank, "suit": card.suit.value if card.suit else None}
 
 
 def deal_next_card(state: TableState) -> Transition:
@@ -281,7 +302,18 @@ def deal_next_card(state: TableState) -> Transition:
         last_round = state.round + 1 if one_more else state.round
         events.append(ev.cut_card(shoe=state.shoe_number, last_round=last_round))
     suit = card.suit.value if card.suit else None
-    events.append(ev.card(hand=hand.value, index=state.dealt, rank=card.rank, suit=suit))
+    salt, proof = card_proof(state.fair, state.shoe, index)
+    events.append(
+        ev.card(
+            hand=hand.value,
+            index=state.dealt,
+            rank=card.rank,
+            suit=suit,
+            position=index,
+            salt=salt,
+            proof=proof,
+        )
+    )
     dealt = state.dealt + 1
     results, pairs = state.results, state.pairs
     if dealt == coup.cards_used:
@@ -336,7 +368,7 @@ def settle_round(
 ) -> tuple[Transition, list[Payout]]:
     """Settle every bet of a fully dealt round against its coup."""
     payouts = settle_bets(rules.paytable, bets, _settling_coup(state))
-    return round_settled(state, payouts), payouts
+    return round_settled(state, payouts, rules), payouts
 
 
 def _settling_coup(state: TableState) -> Coup:
@@ -346,16 +378,22 @@ def _settling_coup(state: TableState) -> Coup:
     return coup
 
 
-def round_settled(state: TableState, payouts: list[Payout]) -> Transition:
+def round_settled(state: TableState, payouts: list[Payout], rules: TableRules) -> Transition:
     """The transition that ends a fully dealt round, for the payouts settle_bets made of all
-    its bets against its coup (settle_round in one go; the table loop in slices)."""
+    its bets against its coup (settle_round in one go; the table loop in slices). When this
+    round was its shoe's last, the shoe's seed is revealed (`shoe_revealed`)."""
     coup = _settling_coup(state)
     staked = sum(p.amount for p in payouts)
     paid = sum(p.credit for p in payouts)
-    settled = ev.round_settled(
-        winner=coup.winner.value, bets=len(payouts), staked=staked, paid=paid
-    )
-    return Transition(_advance(state, phase=Phase.SETTLED), [settled])
+    events: list[EventPayload] = [
+        ev.round_settled(winner=coup.winner.value, bets=len(payouts), staked=staked, paid=paid)
+    ]
+    fair = state.fair
+    assert state.shoe is not None
+    if fair is not None and not fair.revealed and _new_shoe_due(state, rules, state.shoe):
+        fair, revealed = reveal_shoe(fair, state.shoe_number)
+        events.append(revealed)
+    return Transition(_advance(state, phase=Phase.SETTLED, fair=fair), events)
 
 
 def refund_bets(bets: Iterable[Bet]) -> list[Payout]:
@@ -376,8 +414,14 @@ def round_voided(state: TableState, refunds: list[Payout], reason: str) -> Trans
     voided = ev.round_voided(
         reason=reason, bets=len(refunds), refunded=sum(p.credit for p in refunds)
     )
-    # The next round starts a fresh shoe: a voided round's cards must not be reused.
-    return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True), [voided])
+    # The next round starts a fresh shoe: a voided round's cards must not be reused. This
+    # one is over: its seed is revealed (sealed or not).
+    events: list[EventPayload] = [voided]
+    fair = state.fair
+    if fair is not None and not fair.revealed:
+        fair, revealed = reveal_shoe(fair, state.shoe_number)
+        events.append(revealed)
+    return Transition(_advance(state, phase=Phase.VOIDED, last_hand=True, fair=fair), events)
 
 
 def bare_state(header: TableState) -> TableState:

@@ -20,7 +20,7 @@ to other nodes for `abandon_pause` (`table_abandoned`).
 from __future__ import annotations
 
 import asyncio
-import random
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,8 +28,10 @@ import structlog
 
 from server.core.bets import BetTotals, Payout, settle_bets
 from server.core.errors import BetRejected, NotEnoughCards
+from server.core.fair import SEED_SIZE
 from server.core.recall import round_summary
 from server.core.rules import TableRules
+from server.core.shoe import RandRange
 from server.core.table import (
     Phase,
     TableState,
@@ -52,7 +54,7 @@ from server.runtime.clock import Clock, honour_swallowed_cancel
 from server.runtime.slices import in_slices, player_slices
 from server.store.base import Event, StaleWrite, StateUnreadable, Store, StoreUnavailable
 
-__all__ = ["STEP_ATTEMPTS", "LeaseLost", "TableLoop", "TableWedged", "Timings"]
+__all__ = ["STEP_ATTEMPTS", "LeaseLost", "TableLoop", "TableWedged", "Timings", "fresh_seed"]
 
 STEP_ATTEMPTS = 3  # failed tries on one stored state before the table is restarted
 
@@ -70,6 +72,11 @@ class Timings:
     retry: float = 0.5  # how often a node not owning the table checks the lease
     totals_interval: float = 0.25  # at most this often a bet_totals event while betting
     abandon_pause: float = 30.0  # a table this node could not restart is left to others
+
+
+def fresh_seed() -> bytes:
+    """A new shoe's secret seed, from the OS CSPRNG (docs/fairness.md)."""
+    return secrets.token_bytes(SEED_SIZE)
 
 
 class LeaseLost(Exception):
@@ -93,7 +100,8 @@ class TableLoop:
         node_id: str,
         clock: Clock,
         timings: Timings,
-        rng: random.Random | None = None,
+        seeds: Callable[[], bytes] = fresh_seed,
+        rig: RandRange | None = None,
         on_commit: Callable[[str, list[Event]], None] | None = None,
         metrics: Metrics | None = None,
     ) -> None:
@@ -103,7 +111,11 @@ class TableLoop:
         self.node_id = node_id
         self.clock = clock
         self.timings = timings
-        self.rng = rng or random.SystemRandom()
+        # Each new shoe's seed: the OS CSPRNG; a test may inject its own source.
+        self.seeds = seeds
+        # TESTS ONLY: shuffle sealed shoes with this source instead of the committed stream,
+        # to stack the cards (core.fair_table.seal_shoe); the reveal will not recompute them.
+        self.rig = rig
         # Hands committed events straight to this node's fan-out, ahead of the store's feed.
         self.on_commit = on_commit
         self.metrics = metrics or Metrics()
@@ -298,7 +310,8 @@ class TableLoop:
                 return
             now = await self.store.now_ms()
             window_ms = round(self.timings.betting_window * 1000)
-            await self._commit(token, state, open_round(state, rules, now, window_ms, self.rng))
+            opening = open_round(state, rules, now, window_ms, self.seeds())
+            await self._commit(token, state, opening)
         elif state.phase is Phase.BETTING:
             remaining_ms = state.closes_at_ms - await self.store.now_ms()
             if remaining_ms > 0:
@@ -308,9 +321,11 @@ class TableLoop:
                     self._published = (state.round, totals.bets)
                 await self.clock.sleep(min(remaining_ms / 1000, self.timings.totals_interval))
                 return  # reload: the state is re-read and the deadline re-checked
-            # Past the deadline by the store's clock no bet is accepted: these totals are final.
+            # Past the deadline by the store's clock no bet (and no entropy) is accepted: these
+            # totals are final, and so is a new shoe's entropy, which seals it.
             totals = await self._new_totals(state)
-            await self._commit(token, state, close_betting(state, totals))
+            entropy = await self._entropy(state)
+            await self._commit(token, state, close_betting(state, totals, entropy, self.rig))
             if totals is not None:
                 self._published = (state.round, totals.bets)
         else:
@@ -348,10 +363,16 @@ class TableLoop:
         bets = await self.store.round_bets(self.table_id, state.round)
         coup = coup_of(state)
         payouts = await in_slices(bets, lambda part: settle_bets(rules.paytable, part, coup))
-        await self._commit(token, state, round_settled(state, payouts), payouts)
+        await self._commit(token, state, round_settled(state, payouts, rules), payouts)
         self.log.info("round_settled", round=state.round, bets=len(bets))
         self.metrics.round_settled(coup_of(state).winner.value)
         await self.clock.sleep(self.timings.next_round_pause)
+
+    async def _entropy(self, state: TableState) -> list[str]:
+        """The players' entropy a shoe not sealed yet is sealed with: all the store took."""
+        if state.fair is None or state.fair.sealed:
+            return []
+        return await self.store.shoe_entropy(self.table_id, state.shoe_number)
 
     async def _new_totals(self, state: TableState) -> BetTotals | None:
         """The round's totals if bets came in since the last ones published (a round's bets

@@ -34,7 +34,9 @@ __all__ = [
     "DEFAULT_HISTORY_EVENTS",
     "DEFAULT_HISTORY_ROUNDS",
     "DEFAULT_MAX_BETS_PER_ROUND",
+    "MAX_ENTROPY_PER_SHOE",
     "BetReceipt",
+    "EntropyRefused",
     "Event",
     "Lease",
     "Ledger",
@@ -46,6 +48,9 @@ __all__ = [
     "Store",
     "StoreDataError",
     "StoreUnavailable",
+    "entropy_already_sent",
+    "entropy_closed",
+    "entropy_full",
     "new_epoch",
     "too_many_bets",
 ]
@@ -57,6 +62,33 @@ DEFAULT_HISTORY_ROUNDS = 1_000  # rounds kept per table for replay
 # Bets one player may have accepted in one round (per table): a round's bets are settled and
 # delivered together, so what one player can add to that work is bounded.
 DEFAULT_MAX_BETS_PER_ROUND = 50
+
+
+# Entropy values one shoe takes (one per player): bounds what shoe_sealed publishes.
+MAX_ENTROPY_PER_SHOE = 256
+
+
+class EntropyRefused(Exception):
+    """A player's entropy was not taken: `code` is ENTROPY_CLOSED (not the shoe's first
+    betting window, or it is closed by the store's clock), ENTROPY_ALREADY_SENT (one value
+    per player per shoe) or ENTROPY_FULL (the shoe holds MAX_ENTROPY_PER_SHOE values)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def entropy_closed() -> EntropyRefused:
+    return EntropyRefused("ENTROPY_CLOSED", "entropy is taken only in a new shoe's first window")
+
+
+def entropy_already_sent() -> EntropyRefused:
+    return EntropyRefused("ENTROPY_ALREADY_SENT", "one entropy value per player per shoe")
+
+
+def entropy_full() -> EntropyRefused:
+    return EntropyRefused("ENTROPY_FULL", f"a shoe takes at most {MAX_ENTROPY_PER_SHOE} values")
 
 
 def too_many_bets(limit: int) -> BetRejected:
@@ -211,6 +243,21 @@ class Store(Wallet):
         BetRejected TOO_MANY_BETS (checked after the window and the spot, before the limits
         and the balance). Raises BetRejected with a code otherwise; StoreDataError if a
         stored value kept it from being placed (then nothing was written)."""
+
+    # --- the committed shoe's entropy (docs/fairness.md) ------------------------------------
+    @abc.abstractmethod
+    async def add_entropy(self, table_id: str, player: str, value: str) -> Event:
+        """Take a player's entropy value for the shoe being committed, from any node: only in
+        that shoe's first betting window (judged by the store's clock, as a bet's window:
+        the state's `entropy_window` round, still open), one value per player per shoe, at
+        most MAX_ENTROPY_PER_SHOE. Atomically keeps it in the shoe's list, in the order
+        received, and appends the `entropy_accepted` event, which it returns. EntropyRefused
+        otherwise; BetRejected UNKNOWN_TABLE for an unknown table."""
+
+    @abc.abstractmethod
+    async def shoe_entropy(self, table_id: str, shoe: int) -> list[str]:
+        """The values add_entropy took for shoe `shoe`, in the order received (what the owner
+        seals the shoe with once its first window is closed); [] for any other shoe."""
 
     @abc.abstractmethod
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:

@@ -49,7 +49,9 @@ def unpackb(data: bytes) -> Any:
 # misread. A field an older node may drop does not change the format: TableState.from_dict
 # reads a blob without it (or from such a node) with a default, as `pairs` (the roads' pair
 # dots): a rolling upgrade then never voids a round for the sake of a scoreboard dot.
-STATE_FORMAT = 1
+# Format 2 adds `fair`, the committed shoe (its seed, parameters and client seed): an older
+# node that dropped it could not seal, prove or reveal the shoe, so it must not read it.
+STATE_FORMAT = 2
 
 
 class _Shoes:
@@ -145,7 +147,12 @@ def _from_v0(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "v": 1}
 
 
-_MIGRATIONS = {0: _from_v0}  # format -> the step to the next one
+def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """Format 1 had no committed shoe: its shoe plays on unproved, the next one is committed."""
+    return {"fair": None, **data, "v": 2}
+
+
+_MIGRATIONS = {0: _from_v0, 1: _from_v1}  # format -> the step to the next one
 
 
 def rules_from_dict(data: Mapping[str, Any]) -> TableRules:

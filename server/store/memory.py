@@ -18,15 +18,16 @@ from collections.abc import AsyncIterator, Callable, Collection
 
 from server.core.bets import Bet, BetTotals, Payout, parse_spot, verify_bet
 from server.core.errors import BetRejected, RejectCode
-from server.core.events import EventPayload
+from server.core.events import EventPayload, entropy_accepted
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
-from server.core.table import TableState, verify_bet_window
+from server.core.table import Phase, TableState, entropy_window, verify_bet_window
 from server.store.audit import DEFAULT_AUDIT_ENTRIES, DEFAULT_AUDIT_KEEP_MS, paying_kind
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
     DEFAULT_HISTORY_ROUNDS,
     DEFAULT_MAX_BETS_PER_ROUND,
+    MAX_ENTROPY_PER_SHOE,
     BetReceipt,
     Event,
     Lease,
@@ -34,6 +35,9 @@ from server.store.base import (
     Settlement,
     Snapshot,
     StaleWrite,
+    entropy_already_sent,
+    entropy_closed,
+    entropy_full,
     new_epoch,
     too_many_bets,
 )
@@ -171,6 +175,32 @@ class MemoryStore(MemoryWallet):
         table.receipt_rounds[key] = receipt.round
         return receipt
 
+    # --- the committed shoe's entropy -------------------------------------------------------
+    async def add_entropy(self, table_id: str, player: str, value: str) -> Event:
+        table = self._table(table_id)
+        header = table.header
+        if (
+            table.entropy_round == 0
+            or header.round != table.entropy_round
+            or header.phase is not Phase.BETTING
+            or self._now_ms() >= header.closes_at_ms
+        ):
+            raise entropy_closed()
+        shoe, values = table.entropy
+        if shoe != header.shoe_number:  # the first value of this shoe: the last one's go
+            shoe, values = header.shoe_number, {}
+        if player in values:
+            raise entropy_already_sent()
+        if len(values) >= MAX_ENTROPY_PER_SHOE:
+            raise entropy_full()
+        values[player] = value
+        table.entropy = (shoe, values)
+        return self._append(table, [entropy_accepted(shoe=shoe, value=value)])[0]
+
+    async def shoe_entropy(self, table_id: str, shoe: int) -> list[str]:
+        number, values = self._table(table_id).entropy
+        return list(values.values()) if number == shoe else []
+
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
         record = self._table(table_id).rounds.get(round_no)
         return list(record.bets) if record else []
@@ -196,6 +226,7 @@ class MemoryStore(MemoryWallet):
         if table.header.version != expected_version:
             raise StaleWrite(f"version {expected_version} is stale; at {table.header.version}")
         table.blob, table.header = state_to_bytes(state), header_of(state)
+        table.entropy_round = entropy_window(state)
         paid = self._credit(table, state, payouts, summary) if payouts else ()
         appended = self._append(table, events)
         if paid:

@@ -77,3 +77,6 @@ class TableRecord:
     fence: int = 0  # last fencing token handed out
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     epoch: str = field(default_factory=new_epoch)  # new per table and per process
+    entropy_round: int = 0  # the round whose window takes entropy (core.table.entropy_window)
+    # The entropy of the shoe being committed: its number, and player -> value in order.
+    entropy: tuple[int, dict[str, str]] = field(default_factory=lambda: (0, {}))

@@ -28,7 +28,7 @@ from server.core.errors import BetRejected
 from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
-from server.core.table import Phase, TableState
+from server.core.table import Phase, TableState, entropy_window
 from server.store.audit import DEFAULT_AUDIT_ENTRIES, DEFAULT_AUDIT_KEEP_MS, paying_kind
 from server.store.base import (
     DEFAULT_HISTORY_EVENTS,
@@ -56,6 +56,7 @@ from server.store.recall import record_body
 from server.store.redis_audit import RedisAudit
 from server.store.redis_bets import BetBatches, refuse, round_arg
 from server.store.redis_client import reachable
+from server.store.redis_entropy import RedisEntropy
 from server.store.redis_events import RedisEvents
 from server.store.redis_guests import RedisGuests
 from server.store.redis_notices import RedisNotices
@@ -69,7 +70,7 @@ __all__ = ["RedisStore"]
 ROUND_BETS_PAGE = 1000  # bets one read of a round's list takes (and the node decodes at once)
 
 
-class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices):
+class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices, RedisEntropy):
     def __init__(
         self,
         url: str,
@@ -268,6 +269,7 @@ class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices
         args: list[object] = [table_id, keys.prefix, *self._history, fence, expected_version]
         args += [state_to_bytes(state), state.phase.value, state.round, state.closes_at_ms]
         args += [state.version, state.shoe_number, self._recall_rounds, len(events)]
+        args.append(entropy_window(state))
         for payload in events:
             args += template(table_id, state.round, payload)
         players = []

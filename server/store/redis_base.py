@@ -2,7 +2,8 @@
 scripts, its key layout, and the three ways a part calls Redis.
 
 RedisStore (server/store/redis.py) is this base and the parts that inherit it, one job each:
-the wallet (redis_wallet.py), the guests (redis_guests.py), the event stream
+the wallet (redis_wallet.py), the guests (redis_guests.py), the entropy of committed shoes
+(redis_entropy.py), the event stream
 (redis_events.py) and the settled notices (redis_notices.py). Mixins, not objects the store
 forwards to, so a call costs what it did when the engine was one class.
 

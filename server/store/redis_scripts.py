@@ -25,6 +25,7 @@ SCRIPTS = (
     "create_table",
     "ensure_player",
     "place_bet",
+    "add_entropy",
     "commit",
     "acquire_lease",
     "release_lease",

@@ -7,6 +7,7 @@ through its output `Port` (server/transport/port.py; server/transport/session.py
 WebSocket port). The commands are answered by small units:
 
 - bet: server/transport/betting.py (the bettor is registered with settlement delivery);
+- entropy: server/transport/entropy.py (the committed shoe's players' entropy);
 - join, leave and resync: server/transport/joins.py (snapshot, catch-up, the feed subscription);
 - replay and history: server/transport/recall.py;
 - settlements, by whichever path they come: server/transport/settlements.py.
@@ -32,7 +33,7 @@ import structlog
 from server.auth import Admission, Identity
 from server.core.errors import RejectCode
 from server.store.base import StoreUnavailable
-from server.transport import betting, joins, recall
+from server.transport import betting, entropy, joins, recall
 from server.transport.context import SessionContext
 from server.transport.limits import ConnectionLimits, Kind, Verdict
 from server.transport.port import FLOOD_CLOSE_CODE, Port
@@ -40,6 +41,7 @@ from server.wire import shapes
 from server.wire.messages import (
     Bet,
     Command,
+    Entropy,
     ErrorCode,
     ErrorReply,
     History,
@@ -60,6 +62,7 @@ _session_numbers = itertools.count(1)
 # The rate bucket each command is charged to; a command added without one shares the pings'.
 _KINDS: dict[type, Kind] = {
     Bet: Kind.BETS,
+    Entropy: Kind.BETS,
     Ping: Kind.PINGS,
     Join: Kind.JOINS,
     Leave: Kind.JOINS,
@@ -228,6 +231,8 @@ class PlayerSession:
                     betting.reject(self, self.ctx, command, RejectCode.NOT_A_PLAYER, message)
             finally:
                 self.ctx.metrics.bet_took(time.perf_counter() - started)
+        elif isinstance(command, Entropy):
+            await entropy.add(self, self.ctx, self.player, command)
         elif isinstance(command, Join):
             await joins.join(self, self.ctx, command)
         elif isinstance(command, Leave):

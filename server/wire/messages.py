@@ -23,9 +23,11 @@ __all__ = [
     "HISTORY_DEFAULT",
     "HISTORY_MAX",
     "INT64",
+    "MAX_ENTROPY_LENGTH",
     "MAX_ID_LENGTH",
     "Bet",
     "Command",
+    "Entropy",
     "ErrorCode",
     "ErrorReply",
     "History",
@@ -39,6 +41,7 @@ __all__ = [
 ]
 
 MAX_ID_LENGTH = 64
+MAX_ENTROPY_LENGTH = 64  # characters of an entropy value
 INT64 = range(-(2**63), 2**63)  # integer fields: what msgpack, Redis and Lua all hold exactly
 HISTORY_DEFAULT = 20  # rounds in a history answer when the client names no limit
 HISTORY_MAX = 100
@@ -54,6 +57,13 @@ class ErrorCode(StrEnum):
     UNAVAILABLE = "UNAVAILABLE"  # the store cannot be reached; try again
     RATE_LIMITED = "RATE_LIMITED"  # over this connection's rate for the kind of message
     INTERNAL = "INTERNAL"  # a bug on our side; the connection and the table carry on
+    # entropy (docs/fairness.md): only players, only in a new shoe's first betting window,
+    # one value per player per shoe, a string of 1-64 characters
+    NOT_A_PLAYER = "NOT_A_PLAYER"
+    ENTROPY_CLOSED = "ENTROPY_CLOSED"
+    ENTROPY_ALREADY_SENT = "ENTROPY_ALREADY_SENT"
+    ENTROPY_FULL = "ENTROPY_FULL"
+    BAD_ENTROPY = "BAD_ENTROPY"
 
 
 class ErrorReply(Exception):
@@ -105,7 +115,15 @@ class History:
     limit: int = HISTORY_DEFAULT
 
 
-Command = Join | Leave | Bet | Replay | Ping | History
+@dataclass(frozen=True, slots=True)
+class Entropy:
+    """A player's entropy for the shoe being committed (docs/fairness.md)."""
+
+    table: str
+    value: str
+
+
+Command = Join | Leave | Bet | Replay | Ping | History | Entropy
 
 
 def _field(message: dict[Any, Any], name: str, kind: type, optional: bool = False) -> Any:
@@ -161,6 +179,19 @@ def _parse_history(m: dict[Any, Any]) -> Command:
     return History(table, HISTORY_DEFAULT if limit is None else limit)
 
 
+def _parse_entropy(m: dict[Any, Any]) -> Command:
+    table = _field(m, "table", str)
+    if "value" not in m:
+        raise ErrorReply(ErrorCode.MISSING_FIELD, "entropy: missing field 'value'")
+    value = m["value"]
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ENTROPY_LENGTH:
+        raise ErrorReply(
+            ErrorCode.BAD_ENTROPY,
+            f"entropy: 'value' must be a string of 1-{MAX_ENTROPY_LENGTH} characters",
+        )
+    return Entropy(table, value)
+
+
 def echo_ref(message: object) -> str | int | None:
     """The message's `ref` if it is one we echo back: a short string or an integer both
     encodings can carry (msgpack stops at 64 bits); anything else is answered as no ref."""
@@ -185,6 +216,7 @@ _PARSERS: dict[str, Callable[[dict[Any, Any]], Command]] = {
     "replay": _parse_replay,
     "ping": _parse_ping,
     "history": _parse_history,
+    "entropy": _parse_entropy,
 }
 
 

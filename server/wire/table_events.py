@@ -16,10 +16,14 @@ from server.core.events import (
     BurnPayload,
     CardPayload,
     CutCardPayload,
+    EntropyAcceptedPayload,
     RoundOpenedPayload,
     RoundResultPayload,
     RoundSettledPayload,
     RoundVoidedPayload,
+    ShoeCommittedPayload,
+    ShoeRevealedPayload,
+    ShoeSealedPayload,
     ShoeShuffledPayload,
     TablePausedPayload,
     TableResumedPayload,
@@ -33,10 +37,14 @@ __all__ = [
     "BurnEvent",
     "CardEvent",
     "CutCardEvent",
+    "EntropyAcceptedEvent",
     "RoundOpenedEvent",
     "RoundResultEvent",
     "RoundSettledEvent",
     "RoundVoidedEvent",
+    "ShoeCommittedEvent",
+    "ShoeRevealedEvent",
+    "ShoeSealedEvent",
     "ShoeShuffledEvent",
     "TableEvent",
     "TablePausedEvent",
@@ -50,6 +58,18 @@ class _Envelope(TypedDict):
     seq: int  # 1, 2, 3, ... per table, no gaps
     round: int
     ts: int  # ms, the store's clock
+
+
+class ShoeCommittedEvent(_Envelope, ShoeCommittedPayload): ...
+
+
+class EntropyAcceptedEvent(_Envelope, EntropyAcceptedPayload): ...
+
+
+class ShoeSealedEvent(_Envelope, ShoeSealedPayload): ...
+
+
+class ShoeRevealedEvent(_Envelope, ShoeRevealedPayload): ...
 
 
 class ShoeShuffledEvent(_Envelope, ShoeShuffledPayload): ...
@@ -89,7 +109,11 @@ class TableResumedEvent(_Envelope, TableResumedPayload): ...
 
 
 TableEvent = (
-    ShoeShuffledEvent
+    ShoeCommittedEvent
+    | EntropyAcceptedEvent
+    | ShoeSealedEvent
+    | ShoeRevealedEvent
+    | ShoeShuffledEvent
     | BurnEvent
     | CutCardEvent
     | RoundOpenedEvent
@@ -105,6 +129,10 @@ TableEvent = (
 
 # The shape of each event by its `kind`, and of its payload.
 EVENTS: dict[str, type] = {
+    "shoe_committed": ShoeCommittedEvent,
+    "entropy_accepted": EntropyAcceptedEvent,
+    "shoe_sealed": ShoeSealedEvent,
+    "shoe_revealed": ShoeRevealedEvent,
     "shoe_shuffled": ShoeShuffledEvent,
     "burn": BurnEvent,
     "cut_card": CutCardEvent,
@@ -119,6 +147,10 @@ EVENTS: dict[str, type] = {
     "table_resumed": TableResumedEvent,
 }
 EVENT_PAYLOADS: dict[str, type] = {
+    "shoe_committed": ShoeCommittedPayload,
+    "entropy_accepted": EntropyAcceptedPayload,
+    "shoe_sealed": ShoeSealedPayload,
+    "shoe_revealed": ShoeRevealedPayload,
     "shoe_shuffled": ShoeShuffledPayload,
     "burn": BurnPayload,
     "cut_card": CutCardPayload,

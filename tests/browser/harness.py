@@ -155,7 +155,8 @@ class LiveServer:
             self.store = MemoryStore(SystemClock().now_ms)
             self.owner = Node(self.settings("owner", 0), store=self.store)
             for table_loop in self.owner.loops:
-                table_loop.rng = self.rngs.get(table_loop.table_id, table_loop.rng)
+                # TESTS ONLY: the shoe is stacked by a rig, not the committed stream.
+                table_loop.rig = self.rngs.get(table_loop.table_id, table_loop.rig)
             await self.owner.start()  # first: its loops take every table's lease
 
         self.call(start())

@@ -30,7 +30,7 @@ def test_a_round_in_play_is_never_paused() -> None:
         resume_table(TableState("t1"))  # not paused
     paused = TableState("t1", paused=True)
     with pytest.raises(AssertionError):
-        open_round(paused, rules_preset("classic8"), 0, 1000, random.Random(1))
+        open_round(paused, rules_preset("classic8"), 0, 1000, random.Random(1).randbytes(32))
 
 
 def test_paused_survives_the_state_dict_and_old_states_read_as_playing() -> None:

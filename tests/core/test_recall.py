@@ -24,7 +24,7 @@ RULES = rules_preset("classic8")
 
 
 def dealing(seed: int = 3) -> TableState:
-    opened = open_round(TableState("t"), RULES, 0, 1_000, random.Random(seed)).state
+    opened = open_round(TableState("t"), RULES, 0, 1_000, random.Random(seed).randbytes(32)).state
     return close_betting(opened).state
 
 

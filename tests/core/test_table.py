@@ -14,6 +14,15 @@ from server.core.cards import Card, Suit
 from server.core.coup import resolve_coup
 from server.core.errors import BetRejected, RejectCode
 from server.core.events import EventPayload as Payload
+from server.core.fair import (
+    ALG,
+    client_seed,
+    commit,
+    decode_proof,
+    encode_proof,
+    shuffle,
+    verify_card,
+)
 from server.core.rules import TableRules, rules_preset
 from server.core.table import (
     Phase,
@@ -87,7 +96,7 @@ def play_round(
 ) -> RoundLog:
     """open -> close -> deal until the round_result event -> settle."""
     log = RoundLog(bets=list(bets or []))
-    state = step(log, "open", state, open_round(state, rules, now_ms, WINDOW_MS, rng))
+    state = step(log, "open", state, open_round(state, rules, now_ms, WINDOW_MS, rng.randbytes(32)))
     state = step(log, "close", state, close_betting(state))
     while "round_result" not in log.kinds("deal"):
         state = step(log, "deal", state, deal_next_card(state))
@@ -119,7 +128,7 @@ def card_of(ev: Payload) -> Card:
 @pytest.fixture(scope="module")
 def classic_logs() -> list[RoundLog]:
     """Two full 8-deck shoes with the default rules."""
-    return play(CLASSIC, seed=7, shoes=2)
+    return play(CLASSIC, seed=5, shoes=2)
 
 
 @pytest.fixture(scope="module")
@@ -128,13 +137,47 @@ def tiny_logs() -> list[RoundLog]:
     return play(TINY, seed=99, shoes=40)
 
 
-def test_first_round_shuffles_and_burns() -> None:
-    """The first open_round shuffles shoe 1, burns, then opens round 1 for bets."""
-    rng = random.Random(1)
-    transition = open_round(TableState("t1"), CLASSIC, 1_000, WINDOW_MS, rng)
+def test_first_round_commits_then_seals_shuffles_and_burns() -> None:
+    """The first open_round commits shoe 1 (its order does not exist yet) and opens round 1;
+    the close of that window seals the shoe with the entropy, shuffles and burns, each card
+    shown or burned with a proof against the root."""
+    seed = random.Random(1).randbytes(32)
+    transition = open_round(TableState("t1"), CLASSIC, 1_000, WINDOW_MS, seed)
     state, events = transition.state, transition.events
-    assert [e["kind"] for e in events] == ["shoe_shuffled", "burn", "round_opened"]
-    shuffled, burn, opened = events
+    assert events == [
+        {"kind": "shoe_committed", "shoe": 1, "alg": ALG, "commitment": commit(seed)},
+        {
+            "kind": "round_opened",
+            "closes_at": 1_000 + WINDOW_MS,
+            "shoe": 1,
+            "last_hand": False,
+            "rules": "classic8",
+        },
+    ]
+    assert (state.phase, state.round, state.version, state.shoe_number) == (
+        Phase.BETTING,
+        1,
+        1,
+        1,
+    )
+    assert state.shoe is None and state.fair is not None and not state.fair.sealed
+    assert state.closes_at_ms == 1_000 + WINDOW_MS
+    closing = close_betting(state, None, ["lucky 7", "hello"])
+    state = closing.state
+    kinds = [e["kind"] for e in closing.events]
+    assert kinds == ["betting_closed", "shoe_sealed", "shoe_shuffled", "burn"]
+    _, sealed, shuffled, burn = closing.events
+    shoe = shuffle(seed, client_seed(["lucky 7", "hello"]), 8, (7, 7))
+    assert sealed == {
+        "kind": "shoe_sealed",
+        "shoe": 1,
+        "alg": ALG,
+        "entropy": ["lucky 7", "hello"],
+        "client_seed": client_seed(["lucky 7", "hello"]).hex(),
+        "root": shoe.root.hex(),
+        "cut_from_end": [7, 7],
+        "decks": 8,
+    }
     assert shuffled == {
         "kind": "shoe_shuffled",
         "shoe": 1,
@@ -142,24 +185,18 @@ def test_first_round_shuffles_and_burns() -> None:
         "cut_index": 416 - 7,
         "cards": 416,
     }
-    assert state.shoe is not None
-    shown = state.shoe.cards[0]
-    assert burn["shown"] == {"rank": shown.rank, "suit": shown.suit}
-    assert burn["burned"] == (shown.value or 10)
-    assert opened == {
-        "kind": "round_opened",
-        "closes_at": 1_000 + WINDOW_MS,
-        "shoe": 1,
-        "last_hand": False,
-        "rules": "classic8",
-    }
-    assert (state.phase, state.round, state.version, state.shoe_number) == (
-        Phase.BETTING,
-        1,
-        1,
-        1,
-    )
-    assert state.closes_at_ms == 1_000 + WINDOW_MS
+    assert state.shoe is not None and state.shoe.cards == list(shoe.cards)
+    assert burn["shown"] == {"rank": shoe.cards[0].rank, "suit": shoe.cards[0].suit}
+    assert burn["burned"] == (shoe.cards[0].value or 10) == len(burn["burnt"])
+    shown = [(0, shoe.cards[0], burn["salt"], burn["proof"])]
+    for burnt in burn["burnt"]:
+        face = burnt["card"]
+        card = Card(face["rank"], Suit(face["suit"]) if face["suit"] else None)
+        shown.append((burnt["position"], card, burnt["salt"], burnt["proof"]))
+    assert [position for position, *_ in shown] == list(range(1 + burn["burned"]))
+    for position, card, salt, proof in shown:
+        assert card == shoe.cards[position]
+        assert verify_card(shoe.root, position, card, bytes.fromhex(salt), decode_proof(proof), 416)
     assert state.round_start == state.shoe.position == 1 + burn["burned"]
     assert (state.dealt, state.results, state.last_hand) == (0, "", False)
 
@@ -192,18 +229,20 @@ def test_event_kinds_in_order(classic_logs: list[RoundLog]) -> None:
         kinds = [k for k in log.kinds() if k != "cut_card"]
         used = len(log.card_events())
         new_shoe = log.opened.shoe_number != log.steps[0].before.shoe_number
-        head = ["shoe_shuffled", "burn"] if new_shoe else []
+        last = log.final.last_hand
         assert kinds == [
-            *head,
+            *(["shoe_committed"] if new_shoe else []),
             "round_opened",
             "betting_closed",
+            *(["shoe_sealed", "shoe_shuffled", "burn"] if new_shoe else []),
             *["card"] * used,
             "round_result",
             "round_settled",
+            *(["shoe_revealed"] if last else []),
         ]
         assert log.kinds("deal")[-1] == "round_result"
         assert 4 <= used <= 6
-    assert classic_logs[0].kinds()[:2] == ["shoe_shuffled", "burn"]
+    assert classic_logs[0].kinds()[:2] == ["shoe_committed", "round_opened"]
 
 
 def test_cards_come_from_the_shoe_in_order(classic_logs: list[RoundLog]) -> None:
@@ -212,7 +251,7 @@ def test_cards_come_from_the_shoe_in_order(classic_logs: list[RoundLog]) -> None
         state = log.final
         assert state.shoe is not None
         dealt = [card_of(ev) for ev in log.card_events()]
-        start = log.opened.round_start
+        start = log.steps[1].after.round_start  # a new shoe's first round starts at its seal
         assert dealt == state.shoe.cards[start : start + len(dealt)]
         assert state.shoe.position == start + len(dealt)
         coup = resolve_coup(dealt)
@@ -290,12 +329,12 @@ def test_a_state_stored_without_pairs_loads_and_lines_up_again(
 def test_settle_reports_stakes_and_payouts(classic_logs: list[RoundLog]) -> None:
     """round_settled counts the bets, their stakes and what was paid back, per the payouts."""
     for log in classic_logs:
-        (settled,) = log.steps[-1].events
+        settled = log.steps[-1].events[0]
         assert settled["bets"] == len(log.bets) == len(log.payouts)
         assert settled["staked"] == sum(b.amount for b in log.bets)
         assert settled["paid"] == sum(p.credit for p in log.payouts)
         assert settled["winner"] == coup_of(log.final).winner.value
-        assert log.steps[1].events == [{"kind": "betting_closed"}]
+        assert log.steps[1].events[0] == {"kind": "betting_closed"}
 
 
 def test_bets_never_change_the_cards() -> None:
@@ -373,7 +412,9 @@ def test_reshuffle_every_round() -> None:
     rules = TableRules("jog", decks=1, reshuffle_every_round=True)
     logs = play(rules, seed=11, rounds=12)
     for number, log in enumerate(logs, start=1):
-        assert log.kinds("open")[:2] == ["shoe_shuffled", "burn"]
+        assert log.kinds("open") == ["shoe_committed", "round_opened"]
+        assert log.kinds("close") == ["betting_closed", "shoe_sealed", "shoe_shuffled", "burn"]
+        assert log.kinds("settle") == ["round_settled", "shoe_revealed"]
         assert log.opened.shoe_number == number
         assert len(log.final.results) == 1
     assert len({tuple(log.final.shoe.cards) for log in logs if log.final.shoe}) == 12
@@ -386,7 +427,7 @@ def test_verify_bet_window() -> None:
         verify_bet_window(idle, 1, 0)
     assert rejected.value.code is RejectCode.BETTING_CLOSED
 
-    state = open_round(idle, TINY, 1_000, WINDOW_MS, random.Random(2)).state
+    state = open_round(idle, TINY, 1_000, WINDOW_MS, random.Random(2).randbytes(32)).state
     verify_bet_window(state, 1, 1_000)
     verify_bet_window(state, 1, 1_000 + WINDOW_MS - 1)
     for late in (1_000 + WINDOW_MS, 10**12):
@@ -407,7 +448,7 @@ def test_verify_bet_window() -> None:
 @pytest.mark.parametrize("dealt", [None, 0, 2, 4])
 def test_void_round_refunds_every_stake_once(dealt: int | None) -> None:
     """void_round in BETTING or mid-deal refunds each bet's exact stake and forces a new shoe."""
-    state = open_round(TableState("t"), TINY, 0, WINDOW_MS, random.Random(8)).state
+    state = open_round(TableState("t"), TINY, 0, WINDOW_MS, random.Random(8).randbytes(32)).state
     bets = [Bet(f"b{i}", f"p{i % 2}", spot, 100 + i) for i, spot in enumerate(Spot)]
     if dealt is not None:
         state = close_betting(state).state
@@ -419,11 +460,13 @@ def test_void_round_refunds_every_stake_once(dealt: int | None) -> None:
     assert refunds == [
         Payout(b.bet_id, b.player, b.spot, b.amount, Outcome.PUSH, b.amount) for b in bets
     ]
+    assert state.fair is not None
     assert transition.events == [
-        {"kind": "round_voided", "reason": "dealer error", "bets": 5, "refunded": 510}
+        {"kind": "round_voided", "reason": "dealer error", "bets": 5, "refunded": 510},
+        {"kind": "shoe_revealed", "shoe": 1, "seed": state.fair.seed.hex()},
     ]
-    reopened = open_round(transition.state, TINY, 0, WINDOW_MS, random.Random(9))
-    assert reopened.events[0]["kind"] == "shoe_shuffled"
+    reopened = open_round(transition.state, TINY, 0, WINDOW_MS, random.Random(9).randbytes(32))
+    assert reopened.events[0]["kind"] == "shoe_committed"
     assert reopened.state.shoe_number == 2 and reopened.state.round == 2
 
 
@@ -457,7 +500,7 @@ def test_state_round_trip_at_every_step(tiny_logs: list[RoundLog]) -> None:
 
 def test_restored_state_continues_identically() -> None:
     """A successor resuming from the persisted state mid-deal deals the same cards."""
-    state = open_round(TableState("t"), CLASSIC, 0, WINDOW_MS, random.Random(4)).state
+    state = open_round(TableState("t"), CLASSIC, 0, WINDOW_MS, random.Random(4).randbytes(32)).state
     state = deal_next_card(close_betting(state).state).state
     restored = json_round_trip(state)
     while state.dealt < coup_of(state).cards_used:
@@ -468,7 +511,7 @@ def test_restored_state_continues_identically() -> None:
 
 def test_dealt_cards_during_dealing() -> None:
     """dealt_cards lists the (hand, card) pairs dealt so far: none while betting, all at the end."""
-    state = open_round(TableState("t"), CLASSIC, 0, WINDOW_MS, random.Random(6)).state
+    state = open_round(TableState("t"), CLASSIC, 0, WINDOW_MS, random.Random(6).randbytes(32)).state
     assert state.dealt_cards() == []
     state = close_betting(state).state
     assert state.dealt_cards() == []
@@ -486,14 +529,15 @@ def test_dealt_cards_during_dealing() -> None:
 def test_transitions_do_not_mutate_their_input() -> None:
     """Transitions are pure: the input state and its shoe are unchanged and can be replayed."""
     start = TableState("t")
-    opened = open_round(start, CLASSIC, 0, WINDOW_MS, random.Random(3)).state
-    assert opened.shoe is not None
-    position = opened.shoe.position
+    opened = open_round(start, CLASSIC, 0, WINDOW_MS, random.Random(3).randbytes(32)).state
+    assert opened.shoe is None and opened.fair is not None
     dealing = close_betting(opened).state
+    assert opened.shoe is None and not opened.fair.sealed
+    assert dealing.shoe is not None
+    position = dealing.shoe.position
     first, second = deal_next_card(dealing), deal_next_card(dealing)
     assert first.events == second.events and first.state == second.state
-    assert dealing.shoe is not None and dealing.shoe.position == position
-    assert opened.shoe.position == position
+    assert dealing.shoe.position == position
     assert start.shoe is None and start.version == 0
 
 
@@ -505,7 +549,7 @@ def test_transitions_refuse_the_wrong_phase(classic_logs: list[RoundLog]) -> Non
     dealing_done = log.steps[-1].before  # every card dealt, not settled
     rng = random.Random(0)
     with pytest.raises(AssertionError):
-        open_round(betting, CLASSIC, 0, WINDOW_MS, rng)
+        open_round(betting, CLASSIC, 0, WINDOW_MS, rng.randbytes(32))
     with pytest.raises(AssertionError):
         close_betting(settled)
     with pytest.raises(AssertionError):
@@ -529,3 +573,17 @@ def test_cut_card_announcement_holds_with_default_rules() -> None:
         for ev in (e for s in log.steps for e in s.events if e["kind"] == "cut_card"):
             announced[shoe] = ev["last_round"]
     assert announced == last_round
+
+
+def test_a_seed_used_with_other_rules_gives_that_rules_shoe() -> None:
+    """Seals are computed once per shoe and node and kept: the same seed under other rules
+    (another number of decks or cut card) still gets the shoe those rules fix."""
+    seed = random.Random(12).randbytes(32)
+    for rules in (CLASSIC, TINY, CLASSIC):
+        state = close_betting(open_round(TableState("t"), rules, 0, WINDOW_MS, seed).state).state
+        expected = shuffle(seed, client_seed([]), rules.decks, (rules.cut_card_from_end,) * 2)
+        assert state.shoe is not None and state.shoe.cards == list(expected.cards)
+        card = deal_next_card(state).events[-1]
+        assert card["kind"] == "card" and card["position"] == expected.first_dealt
+        proof = expected.proof(expected.first_dealt)
+        assert (card["salt"], card["proof"]) == (proof.salt.hex(), encode_proof(proof.path))

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -52,7 +53,9 @@ async def _dealing_with_bets(store: Store) -> None:
 
 
 def _loop(store: Store, clock: ManualClock, node: str = "a") -> TableLoop:
-    return TableLoop(store, TABLE, RULES, node, clock, TIMINGS, rng=random.Random(5))
+    return TableLoop(
+        store, TABLE, RULES, node, clock, TIMINGS, seeds=partial(random.Random(5).randbytes, 32)
+    )
 
 
 @contextlib.asynccontextmanager
@@ -101,9 +104,9 @@ async def _assert_round_one_refunded_once(store: Store) -> None:
     ledger = await store.ledger()
     assert ledger.balanced and ledger.in_play == 0 and ledger.house == 0
     # The next round starts a new shoe.
-    opening = [e["kind"] for e in events if e["round"] == 2][:3]
-    assert opening == ["shoe_shuffled", "burn", "round_opened"]
-    assert next(e for e in events if e["kind"] == "shoe_shuffled" and e["round"] == 2)["shoe"] == 2
+    opening = [e["kind"] for e in events if e["round"] == 2][:2]
+    assert opening == ["shoe_committed", "round_opened"]
+    assert next(e for e in events if e["kind"] == "shoe_committed" and e["round"] == 2)["shoe"] == 2
 
 
 def _logged(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

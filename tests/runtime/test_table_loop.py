@@ -8,6 +8,7 @@ import dataclasses
 import itertools
 import random
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 
 import pytest
 import structlog
@@ -44,7 +45,9 @@ async def _store(clock: ManualClock) -> MemoryStore:
 
 
 def _loop(store: MemoryStore, clock: ManualClock, node: str, seed: int = 7) -> TableLoop:
-    return TableLoop(store, TABLE, RULES, node, clock, TIMINGS, rng=random.Random(seed))
+    return TableLoop(
+        store, TABLE, RULES, node, clock, TIMINGS, seeds=partial(random.Random(seed).randbytes, 32)
+    )
 
 
 @contextlib.asynccontextmanager
@@ -303,7 +306,9 @@ async def test_stale_owner_cannot_commit_and_steps_down() -> None:
     # A long lease: no renewal falls inside the window, so the close is the first write.
     timings = dataclasses.replace(TIMINGS, lease_ttl=300.0)
     with structlog.testing.capture_logs() as logs:
-        loop = TableLoop(store, TABLE, RULES, "a", clock, timings, rng=random.Random(3))
+        loop = TableLoop(
+            store, TABLE, RULES, "a", clock, timings, seeds=partial(random.Random(3).randbytes, 32)
+        )
         async with _running(loop):
             opened = await _state(store)
             old_token = loop.token
@@ -370,7 +375,7 @@ async def test_round_the_shoe_cannot_finish_is_voided_and_refunded_once() -> Non
     assert (record["round"], record["cards"], record["winner"]) == (opened.round, [], None)
     assert (await store.ledger()).balanced
     assert not [e for e in events if e["kind"] == "round_settled" and e["round"] == opened.round]
-    reopened = [e for e in events if e["kind"] == "shoe_shuffled"]
+    reopened = [e for e in events if e["kind"] == "shoe_committed"]
     assert reopened[-1]["round"] == opened.round + 1
 
 

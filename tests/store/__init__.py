@@ -108,10 +108,15 @@ class Owner:
 
     async def open(self, window_ms: int = 60_000, *, now_ms: int | None = None) -> list[Event]:
         now = await self.store.now_ms() if now_ms is None else now_ms
-        return await self.apply(open_round(self.state, self.rules, now, window_ms, self.rng))
+        seed = self.rng.randbytes(32)
+        return await self.apply(open_round(self.state, self.rules, now, window_ms, seed))
 
     async def close(self) -> list[Event]:
-        return await self.apply(close_betting(self.state))
+        """Close the window; a new shoe's first is sealed with the entropy the store took."""
+        fair, entropy = self.state.fair, []
+        if fair is not None and not fair.sealed:
+            entropy = await self.store.shoe_entropy(self.table_id, self.state.shoe_number)
+        return await self.apply(close_betting(self.state, None, entropy))
 
     async def publish(self) -> list[Event]:
         """Commit the round's current totals as a bet_totals event."""

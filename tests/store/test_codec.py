@@ -21,7 +21,9 @@ RULES = rules_preset("classic8")
 
 
 def _betting(seed: int) -> TableState:
-    return open_round(TableState("t"), RULES, 0, 1000, random.Random(seed)).state
+    """Round 1 once its shoe is sealed (the shoe's order exists only from the seal)."""
+    opened = open_round(TableState("t"), RULES, 0, 1000, random.Random(seed).randbytes(32))
+    return close_betting(opened.state, None, ["x"]).state
 
 
 def test_the_blob_is_the_plain_format_and_reads_back() -> None:
@@ -37,7 +39,7 @@ def test_the_blob_is_the_plain_format_and_reads_back() -> None:
 
 
 def test_each_step_and_each_shoe_encode_as_without_the_cache() -> None:
-    state = close_betting(_betting(2)).state
+    state = _betting(2)
     for _ in range(4):  # the same shoe, another position each step
         state = deal_next_card(state).state
         assert state_to_bytes(state) == packb({"v": STATE_FORMAT, **state.to_dict()})
@@ -45,6 +47,20 @@ def test_each_step_and_each_shoe_encode_as_without_the_cache() -> None:
     assert state_to_bytes(other) == packb({"v": STATE_FORMAT, **other.to_dict()})
     assert state_from_bytes(state_to_bytes(other)).to_dict() == other.to_dict()
     assert state_from_bytes(state_to_bytes(state)).to_dict() == state.to_dict()
+
+
+def test_the_blob_keeps_the_committed_shoe_and_older_formats_have_none() -> None:
+    """A new owner reads the seed, the client seed and the parameters back (so it proves and
+    reveals the same shoe); a format-1 blob, from before shoes were committed, has none."""
+    seed = random.Random(6).randbytes(32)
+    opened = open_round(TableState("t"), RULES, 0, 1000, seed).state
+    for state in (opened, close_betting(opened, None, ["a", "b"]).state):
+        read = state_from_bytes(state_to_bytes(state))
+        assert read.fair == state.fair and read.fair is not None and read.fair.seed == seed
+        assert seed.hex() not in repr(read) and seed.hex() not in repr(read.fair)
+    older = {**_betting(7).to_dict(), "v": 1}
+    del older["fair"]
+    assert STATE_FORMAT == 2 and state_from_bytes(packb(older)).fair is None
 
 
 def test_states_read_from_one_blob_share_no_mutable_shoe() -> None:

@@ -334,7 +334,7 @@ async def test_events_have_consecutive_seqs_from_one(table: Store) -> None:
         assert ev["type"] == "event" and ev["table"] == TABLE and ev["round"] == 1
         assert isinstance(ev["ts"], int) and isinstance(ev["kind"], str)
     kinds = [e["kind"] for e in events]
-    assert kinds[:2] == ["shoe_shuffled", "burn"]
+    assert kinds[:2] == ["shoe_committed", "round_opened"]
     assert kinds.index("round_opened") < kinds.index("bet_totals") < kinds.index("betting_closed")
     assert kinds[-2:] == ["round_result", "round_settled"]
     shown = events[kinds.index("bet_totals")]
@@ -430,7 +430,8 @@ async def test_follow_yields_old_and_new_events_in_order(table: Store) -> None:
     follower = table.follow(TABLE, 1)
     try:
         assert await take(follower, len(opened) - 1) == opened[1:]
-        pending = asyncio.ensure_future(take(follower, 2))
+        # bet_totals, then betting_closed and the seal: shoe_sealed, shoe_shuffled, burn
+        pending = asyncio.ensure_future(take(follower, 5))
         await asyncio.sleep(0)  # let the follower start waiting before the appends
         await bet(table, "alice", 100, "player")
         shown = await owner.publish()
@@ -442,15 +443,15 @@ async def test_follow_yields_old_and_new_events_in_order(table: Store) -> None:
 
 async def test_follow_raises_lookup_error_for_trimmed_history(make_store: StoreFactory) -> None:
     """follow from a seq the history no longer holds raises LookupError."""
-    store = await make_store(history_events=2)
+    store = await make_store(history_events=1)
     await store.create_table(TABLE, RULES)
     owner = await Owner(store).start()
     events = await owner.open()
-    assert len(events) == 3
+    assert len(events) == 2  # shoe_committed, round_opened
     held = store.follow(TABLE, 1)
     trimmed = store.follow(TABLE, 0)
     try:
-        assert await take(held, 2) == events[1:]
+        assert await take(held, 1) == events[1:]
         with pytest.raises(LookupError):
             await take(trimmed, 1)
     finally:
@@ -581,7 +582,7 @@ async def test_void_refunds_every_stake(table: Store) -> None:
     await bet(table, "alice", 200, "banker")
     await bet(table, "bob", 100, "tie")
     events, refunds = await owner.void("dealer error")
-    assert [e["kind"] for e in events] == ["round_voided"]
+    assert [e["kind"] for e in events] == ["round_voided", "shoe_revealed"]
     assert events[0]["refunded"] == 700 and events[0]["reason"] == "dealer error"
     assert await table.balance("alice") == 10_000
     assert await table.balance("bob") == 5_000
@@ -683,16 +684,17 @@ async def test_receipts_are_kept_while_the_round_is_held(make_store: StoreFactor
     await owner.open()
     first = await bet(store, "p", 100, round_no=1, bet_id="b1")
     await owner.finish()
+    paid = await store.balance("p")  # 9_900 and what the round paid back
     await owner.open()  # round 2: round 1 is still held
     assert await bet(store, "p", 500, "tie", round_no=2, bet_id="b1") == first
     assert await bet(store, "p", 100, round_no=7, bet_id="b1") == first
-    assert await store.balance("p") == 9_900
+    assert await store.balance("p") == paid
     await owner.finish()
     await owner.open()  # round 3: round 1 is forgotten, with its receipts
     with pytest.raises(BetRejected) as refused:
         await bet(store, "p", 100, round_no=1, bet_id="b1")
     assert refused.value.code is RejectCode.WRONG_ROUND
-    assert await store.balance("p") == 9_900
+    assert await store.balance("p") == paid
     await balanced(store)
 
 

@@ -216,12 +216,13 @@ async def test_a_follower_that_skips_ahead_resyncs_waiting_and_subscribed_client
     """The follower fell behind what the store holds and skipped to its end. Before, a join
     waiting ahead of it was never subscribed and heard nothing again; now every waiting and
     subscribed client is asked to resync and, rejoining, hears every event after."""
-    store = MemoryStore(clock, history_events=3)
+    # Four held: the close of a new shoe's first window is four events (with its seal).
+    store = MemoryStore(clock, history_events=4)
     await store.create_table(TABLE, RULES)
     hub = make_hub(store, check_interval=QUIET)
     feed = await hub.feed(TABLE)  # at seq 0; nothing read yet
     owner = await _owner(store)
-    opened = await owner.open()  # 3 events
+    opened = await owner.open()  # 2 events
     live, waiting = FakeSub("live", hub=hub), FakeSub("waiting", hub=hub)
     feed.subscribe_after(live, 0)
     feed.subscribe_after(waiting, opened[-1]["seq"])

@@ -227,3 +227,49 @@ async def test_a_flood_of_invalid_messages_closes_the_port(table: Table) -> None
         if not await session.handle({"type": "fold"}):
             break
     assert port.closed is not None and port.closed[0] == 1008
+
+
+async def test_entropy_is_an_event_of_the_table_and_refusals_are_errors(table: Table) -> None:
+    """A player's entropy in the shoe's first window is the table's entropy_accepted event:
+    a follower of the table (the sender too) hears it from the feed once; a sender not
+    following the table gets it as its answer. A second value, a closed window, a bad value
+    and a spectator's value are errors with their codes; the owner seals with the values."""
+    follower, followed = await table.session()
+    await follower.handle({"type": "join", "table": TABLE})
+    sender, sent = await table.session()
+    await table.play(table.owner.open)
+    followed.take(), sent.take()
+    await sender.handle({"type": "entropy", "table": TABLE, "value": "lucky 7", "ref": 1})
+    [answer] = sent.take()
+    assert (answer["type"], answer["kind"], answer["value"], answer["shoe"]) == (
+        "event",
+        "entropy_accepted",
+        "lucky 7",
+        1,
+    )
+    assert followed.take() == [answer]
+    await follower.handle({"type": "entropy", "table": TABLE, "value": "mine"})
+    assert [m["value"] for m in followed.take()] == ["mine"]  # from the feed, once
+    refusals = [
+        (sender, {"value": "again"}, "ENTROPY_ALREADY_SENT"),
+        (sender, {"value": "x" * 65}, "BAD_ENTROPY"),
+        (sender, {"value": 7}, "BAD_ENTROPY"),
+        (sender, {}, "MISSING_FIELD"),
+        (sender, {"value": "v", "table": "nope"}, "UNKNOWN_TABLE"),
+    ]
+    spectator, watched = await table.session(Admission(ANONYMOUS))
+    watched.take()
+    refusals.append((spectator, {"value": "v"}, "NOT_A_PLAYER"))
+    for session, fields, code in refusals:
+        await session.handle({"type": "entropy", "table": TABLE, "ref": "e", **fields})
+        [error] = session.port.take()  # type: ignore[attr-defined]
+        assert (error["type"], error["code"], error["ref"]) == ("error", code, "e"), error
+    events = await table.play(table.owner.close)
+    [sealed] = [e for e in events if e["kind"] == "shoe_sealed"]
+    assert sealed["entropy"] == ["lucky 7", "mine"]
+    newcomer, late = await table.session()
+    late.take()
+    await newcomer.handle({"type": "entropy", "table": TABLE, "value": "late", "ref": "e"})
+    assert [(m["type"], m["code"]) for m in late.take()] == [("error", "ENTROPY_CLOSED")]
+    for session in (follower, sender, spectator, newcomer):
+        await session.stop()

@@ -191,7 +191,7 @@ def test_welcome_constructor() -> None:
 
 
 def _dealing_state() -> TableState:
-    state = open_round(TableState("t1"), RULES, 1_000, 5_000, random.Random(3)).state
+    state = open_round(TableState("t1"), RULES, 1_000, 5_000, random.Random(3).randbytes(32)).state
     state = close_betting(state).state
     for _ in range(3):
         state = deal_next_card(state).state
@@ -249,7 +249,7 @@ def test_snapshot_roads_carry_each_rounds_pairs() -> None:
 
 def test_snapshot_constructor_while_betting_and_for_a_spectator() -> None:
     """time_left_ms counts down while betting; a spectator's snapshot has no balance."""
-    state = open_round(TableState("t1"), RULES, 1_000, 5_000, random.Random(3)).state
+    state = open_round(TableState("t1"), RULES, 1_000, 5_000, random.Random(3).randbytes(32)).state
     message = shapes.snapshot("t1", 3, "e1", state, 2_000, RULES)
     assert (message["phase"], message["time_left_ms"], message["cards"]) == ("betting", 4_000, [])
     assert message["balance"] is None and "recovered" not in message
@@ -311,7 +311,7 @@ def _core_payloads(seed: int, rules: TableRules) -> list[dict[str, Any]]:
     state, payloads = TableState("t1"), []
     bets = [Bet("b-1", "alice", Spot.PLAYER, 100), Bet("b-2", "bob", Spot.TIE, 100)]
     for round_no in range(1, 40):
-        step = open_round(state, rules, 1_000 * round_no, 500, rng)
+        step = open_round(state, rules, 1_000 * round_no, 500, rng.randbytes(32))
         payloads += step.events
         totals = BetTotals.of({"player": 100, "tie": 100}, 2, 2)
         step = publish_totals(step.state, totals)
@@ -417,6 +417,9 @@ CARD_EVENT: dict[str, Any] = {
     "index": 0,
     "rank": "K",
     "suit": "s",
+    "position": 9,
+    "salt": "ab" * 32,
+    "proof": ["L" + "cd" * 32],
 }
 
 

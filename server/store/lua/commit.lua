@@ -6,7 +6,8 @@
 --       then (balance, in_play, history, audit) of each paid player.
 -- ARGV: 1 id, 2 prefix, 3 keep_events, 4 keep_rounds, 5 fence, 6 expected version,
 --       7 state blob, 8 phase, 9 round, 10 closes_at_ms, 11 version, 12 shoe number,
---       13 recall rounds kept per player, 14 n events, then per event the three parts of
+--       13 recall rounds kept per player, 14 n events, 15 the round whose window takes
+--       entropy (core.table.entropy_window; 0 for none), then per event the three parts of
 --       its msgpack around its seq and ts (see append_event),
 --       then (player, credit, -staked, house share, payouts, record) per paid player, as in
 --       KEYS; `record` is the msgpack map of the player's history record but its time and
@@ -33,7 +34,7 @@ end
 local t = table_context(ARGV[1], ARGV[2], KEYS[1], KEYS[2], KEYS[3], ARGV[3], ARGV[4])
 t.round, t.ts = ARGV[9], now_ms()
 local n = tonumber(ARGV[14])
-local base = 14 + 3 * n
+local base = 15 + 3 * n
 local players = (#KEYS - 4) / 4
 local audit_kind, audit_keep, audit_max = ARGV[#ARGV - 3], ARGV[#ARGV - 2], ARGV[#ARGV - 1]
 
@@ -86,7 +87,7 @@ end
 -- Everything but the blob is kept beside it too: bets are checked against these fields, and
 -- a table whose blob cannot be read can still be voided and restarted from them.
 redis.call('HSET', KEYS[1], 'blob', ARGV[7], 'phase', ARGV[8], 'round', ARGV[9],
-  'closes_at_ms', ARGV[10], 'version', ARGV[11], 'shoe', ARGV[12])
+  'closes_at_ms', ARGV[10], 'version', ARGV[11], 'shoe', ARGV[12], 'entropy_round', ARGV[15])
 local paid = {}
 local settle = ARGV[2] .. 'settle:' .. t.round
 for i = 0, players - 1 do
@@ -117,7 +118,7 @@ for i = 0, players - 1 do
 end
 local out = {'OK'}
 for i = 1, n do
-  local at = 12 + 3 * i
+  local at = 13 + 3 * i
   out[#out + 1] = append_event(t, ARGV[at], ARGV[at + 1], ARGV[at + 2])
 end
 if #paid > 0 then
