@@ -6,7 +6,8 @@
 
 Each shoe gets a fresh 32-byte seed (`secrets`, or HMAC-SHA256 of `--seed` and the shoe's
 number) and 0-3 player entropy values, hence a client seed; the bac-shoe-v1 stream
-(`server.core.fair.Stream`) shuffles it inside the table's own `open_round`, and the shoe is
+(`server.core.fair.Stream`) shuffles it at the table's own seal (`close_betting` of the
+shoe's first round), and the shoe is
 played through the table's state machine (`server.core.table`: burn, coups, the cut card and
 the one more hand) until the table wants a new shoe. A sample of shoes is checked against
 `server.core.fair.shuffle`, the committed shuffle itself. Then:
@@ -30,7 +31,6 @@ import hmac
 import itertools
 import json
 import math
-import random
 import secrets
 import struct
 import sys
@@ -39,7 +39,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -246,13 +245,9 @@ class _Replay:
         return next(self._draws)
 
 
-class _ShoeOver(Exception):
-    """The table asked for a new shoe: the one in play is finished."""
-
-
-class _NoShuffle:
-    def randrange(self, stop: int, /) -> int:
-        raise _ShoeOver
+# open_round wants a seed for each new shoe's commitment; the shoe itself is shuffled at the
+# seal by the bench's source (close_betting's `rig`), so any 32 bytes do.
+_COMMIT_SEED = bytes(32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,15 +263,17 @@ class PlayedShoe:
 def play_shoe(
     rules: TableRules, rng: RandRange, *, check: tuple[bytes, bytes] | None = None
 ) -> PlayedShoe:
-    """Shuffle a shoe with `rng` in the table's open_round and play it as the table does.
+    """Shuffle a shoe with `rng` at the table's seal and play it as the table does.
 
     Rounds go open, close, every card, settle (no bets: cards never depend on them) until
-    open_round wants to shuffle again. `check` = (seed, client seed) also compares the shoe
+    open_round commits a new shoe. `check` = (seed, client seed) also compares the shoe
     with server.core.fair.shuffle's (cards and cut card); AssertionError if they differ.
     """
     recording = _Recording(rng)
-    # open_round hands its rng to Shoe.shuffled, which only calls randrange (RandRange).
-    state = open_round(TableState("stats"), rules, 0, 0, cast(random.Random, recording)).state
+    state = open_round(TableState("stats"), rules, 0, 0, _COMMIT_SEED).state
+    # The seal shuffles the shoe: with a `rig`, by Fisher-Yates over canonical_shoe driven by
+    # `rng`, exactly as the committed stream drives it (the cut card: the rules' one).
+    state = close_betting(state, rig=recording).state
     shoe = state.shoe
     assert shoe is not None
     # The same draws replayed over copies of the unshuffled shoe told apart by identity say
@@ -296,15 +293,15 @@ def play_shoe(
             raise AssertionError("the table's shoe is not fair.shuffle's")
     starts: list[int] = []
     while True:
-        starts.append(state.round_start)
-        state = close_betting(state).state
+        assert state.shoe is not None
+        starts.append(state.shoe.position)  # after the burn: the coup's first card
         for _ in range(coup_of(state).cards_used):
             state = deal_next_card(state).state
         state = settle_round(state, rules, [])[0].state
-        try:
-            state = open_round(state, rules, 0, 0, cast(random.Random, _NoShuffle())).state
-        except _ShoeOver:
-            break
+        opened = open_round(state, rules, 0, 0, _COMMIT_SEED)
+        if any(event["kind"] == "shoe_committed" for event in opened.events):
+            break  # the table wants a new shoe: this one is over
+        state = close_betting(opened.state).state
     return PlayedShoe(order, state.results, state.pairs, tuple(starts))
 
 
