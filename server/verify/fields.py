@@ -77,8 +77,11 @@ def card_of(message: Message) -> Card:
 
 
 def shown_card(message: Message) -> ShownCard:
-    """A card with its `position`, `salt` (hex) and `proof` (wire steps)."""
-    card = card_of(message)
+    """A card with its `position`, `salt` (hex) and `proof` (wire steps): its `rank` and
+    `suit` beside them (a `card` event, the burn's shown card) or in a `card` map (a burnt
+    card of the `burn` event's `burnt` list)."""
+    nested = message.get("card")
+    card = card_of(nested if isinstance(nested, Mapping) else message)
     position = int_field(message, "position")
     salt = hex_bytes(message, "salt")
     try:

@@ -80,9 +80,16 @@ class FairTable:
                    decks=self.decks)  # fmt: skip
         self.event("shoe_shuffled", shoe=self.shoes, decks=self.decks, cut_index=shoe.cut_index,
                    cards=shoe.size)  # fmt: skip
+        # As the server sends it: the shown card's face in `shown` and its proof beside it;
+        # each burnt card as {position, card: {rank, suit}, salt, proof}.
         shown = proof_fields(0, cards, shoe.salts, tree)
-        burnt = [proof_fields(i, cards, shoe.salts, tree) for i in range(1, shoe.first_dealt)]
-        self.event("burn", shoe=self.shoes, shown=shown, burned=len(burnt), burnt=burnt)
+        face = {"rank": shown.pop("rank"), "suit": shown.pop("suit")}
+        burnt = []
+        for position in range(1, shoe.first_dealt):
+            fields = proof_fields(position, cards, shoe.salts, tree)
+            card = {"rank": fields.pop("rank"), "suit": fields.pop("suit")}
+            burnt.append({"position": position, "card": card, **fields})
+        self.event("burn", shoe=self.shoes, shown=face, burned=len(burnt), **shown, burnt=burnt)
         positions = deal_positions(shoe.first_dealt, shoe.size, tamper)
         for number in range(rounds):
             if number:

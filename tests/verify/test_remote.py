@@ -16,10 +16,6 @@ from server.verify.remote import fetch_table
 from tests.transport.conftest import ClientFactory, NodeFactory
 
 TABLE = "t1"
-NO_FAIR_EVENTS = (
-    "the server does not emit the fair events yet (no shoe_committed in its stream): the "
-    "wiring of issue 18 lands in parallel; un-skip by merging it"
-)
 
 
 def url(node: Node) -> str:
@@ -100,9 +96,7 @@ async def test_url_verifies_a_running_table_and_a_tampered_recording(
     argv = ["verify", "--url", url(node), "--table", TABLE]
     status = await asyncio.to_thread(main, argv)
     out = capsys.readouterr().out
-    if not any(event["kind"] == "shoe_committed" for event in fetched.events):
-        assert status == 3 and "nothing to check: no shoe_committed" in out
-        pytest.skip(NO_FAIR_EVENTS)
+    assert any(event["kind"] == "shoe_committed" for event in fetched.events)
     assert status == 0, out
     assert sum(line.endswith("ok, revealed and recomputed") for line in out.splitlines()) >= 2
     card = next(event for event in fetched.events if event["kind"] == "card")
