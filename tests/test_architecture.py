@@ -463,8 +463,9 @@ def test_size_scanner_names_methods_and_nested_functions() -> None:
 # is a yield to the event loop, not a wait, and is allowed anywhere. The bots (server/bots)
 # are a client, not the server: they pace themselves in wall-clock time like the people they
 # stand for, as bench/ does; so does `baccarat verify --url` (server/verify/remote.py) when the
-# server says its replays come too fast.
-SLEEPERS = ("server/runtime/", "server/bots/", "server/verify/")
+# server says its replays come too fast; and the reference wallet's fault injector
+# (server/wallet/faults.py), a program beside the server that stands for a slow wallet.
+SLEEPERS = ("server/runtime/", "server/bots/", "server/verify/", "server/wallet/faults.py")
 
 
 def sleeps_in(source: str) -> list[int]:
