@@ -32,11 +32,14 @@ _ADMIN = re.compile(r"admin on http://[\d.]+:(\d+)/")
 
 
 class NodeProcess:
-    """One `baccarat serve --redis` process; its stderr is kept for failure reports."""
+    """One `baccarat serve --redis` process; its stderr is kept for failure reports. Its
+    tables are `tables` (`--tables`), or a tables file's when `extra` has `--tables-file`."""
 
     def __init__(self, redis_url: str, node_id: str, tables: str = "t1=classic8", **extra: str):
         self.node_id = node_id
         options = {**FAST, **extra}
+        if "--tables-file" not in options:
+            options["--tables"] = tables
         self.argv = [
             sys.executable,
             "-m",
@@ -48,8 +51,6 @@ class NodeProcess:
             redis_url,
             "--node-id",
             node_id,
-            "--tables",
-            tables,
             "--log-format",
             "json",
             *[item for pair in options.items() for item in pair],
