@@ -5,9 +5,13 @@ flight at a time, inside one long betting window, for `seconds`: the most the si
 the latency of a queue kept full (with 100 in flight, p50 is about 100 / the rate). Then, on
 the same connections, paced steps: bets offered at a fixed total rate (2,000/s, 4,000/s, ...)
 whatever the answers, each step for a few seconds, until the ack p99 passes 5 ms: the highest
-rate a site answers within 5 ms at p99 (`best_paced_per_s`). Sites: the memory engine on
-one node, the Redis engine on one node and on two nodes sharing the table (nodes and Redis
-on the server core, the generator on the other).
+rate a site answers within 5 ms at p99 (`best_paced_per_s`). Sites: the bare
+acknowledgement server (`bench/peers.py ack`: plain `websockets`, each bet answered with
+`bet_accepted`'s shape, the library's limit), the memory engine on one node, the Redis engine
+on one node and on two nodes sharing the table (nodes and Redis on the server core, the
+generator on the other). Per site: the node's CPU per accepted bet (`node_us_per_bet`, the
+closed loop's), and on Redis, Redis's own CPU per bet from `INFO cpu` (`redis_us_per_bet`:
+used_cpu_sys + used_cpu_user over the closed loop, divided by the bets accepted in it).
 """
 
 from __future__ import annotations
@@ -24,14 +28,14 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import SERVER_CORE, CpuMeter, baccarat_serve, can_pin, quantile
-from bench.fanout import TABLE, WORKER_CORES, Site
+from bench.common import SERVER_CORE, CpuMeter, ServerProcess, baccarat_serve, can_pin, quantile
+from bench.fanout import PEERS, TABLE, WORKER_CORES, Site
 from bench.light_ws import LightClient, light_connect
 from tests.redis_server import start_redis
 
 __all__ = ["SITES", "measure_bets"]
 
-SITES = ("memory", "redis", "redis2", "redisw2")
+SITES = ("bare", "memory", "redis", "redis2", "redisw2")
 WINDOW_S = 120.0  # one betting window holds the whole measurement
 # The paced steps: offered bets/s from PACED_FIRST up by PACED_STEP, until the ack p99 passes
 # ACK_P99_MS (issue 10's target: 15,000/s at p99 <= 5 ms).
@@ -53,6 +57,8 @@ async def _start(site_name: str) -> Site:
         # Every connection bets all through one long window: the per-round cap is off too.
         "max_bets_per_round": 1_000_000,
     }
+    if site_name == "bare":  # the library's limit: bench/peers.py ack
+        return Site([await ServerProcess("ack", [sys.executable, PEERS, "ack"]).start()])
     if site_name == "memory":
         return Site([await baccarat_serve("memory", options).start()])
     site = Site([], start_redis())
@@ -67,6 +73,20 @@ async def _start(site_name: str) -> Site:
         node = baccarat_serve(f"node{i}", {**options, "node_id": f"bets-{i}"}, site.redis.url)  # type: ignore[union-attr]
         site.servers.append(await node.start())
     return site
+
+
+async def _redis_cpu_s(site: Site) -> float:
+    """Redis's own CPU seconds so far (INFO cpu: used_cpu_sys + used_cpu_user); 0 without."""
+    if site.redis is None:
+        return 0.0
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(site.redis.url)
+    try:
+        info = await client.info("cpu")
+    finally:
+        await client.aclose()
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
 async def _player(url: str) -> tuple[LightClient, int, int]:
@@ -220,6 +240,7 @@ async def measure_bets(
         server_cpu = CpuMeter(site.pids)
         redis_cpu = CpuMeter([site.redis_pid] if site.redis_pid else [])
         generator_cpu = CpuMeter([os.getpid()])
+        redis_info_cpu = await _redis_cpu_s(site)
         for meter in (server_cpu, redis_cpu, generator_cpu):
             meter.start()
         until = time.perf_counter() + seconds
@@ -233,6 +254,7 @@ async def measure_bets(
         elapsed = time.perf_counter() - started
         for meter in (server_cpu, redis_cpu, generator_cpu):
             meter.stop()
+        redis_info_cpu = await _redis_cpu_s(site) - redis_info_cpu
         paced: list[dict[str, Any]] = []
         best = 0
         if step_seconds > 0:
@@ -242,6 +264,7 @@ async def measure_bets(
             ws.abort()
         await site.stop()
     acks.sort()
+    accepted = codes["accepted"]
     return {
         "site": site_name,
         "nodes": len(site.servers),
@@ -258,6 +281,12 @@ async def measure_bets(
         "server_cpu": round(server_cpu.cpu / server_cpu.wall, 3),
         "redis_cpu": round(redis_cpu.cpu / max(redis_cpu.wall, 1e-9), 3),
         "generator_cpu": round(generator_cpu.cpu / generator_cpu.wall, 3),
+        # CPU per accepted bet in the closed loop: the node's (all its processes), and
+        # Redis's own by INFO cpu (none without Redis)
+        "node_us_per_bet": round(server_cpu.cpu / max(accepted, 1) * 1e6, 2),
+        "redis_us_per_bet": (
+            round(redis_info_cpu / max(accepted, 1) * 1e6, 2) if site.redis is not None else None
+        ),
         "paced": paced,
         "best_paced_per_s": best,  # the highest offered rate answered within ACK_P99_MS
     }

@@ -5,12 +5,17 @@
   `websockets.broadcast` to every joined connection: the library's own limit.
 * `socketio`: python-socketio on aiohttp, msgpack serializer, WebSocket transport only; each
   event is one `emit` to the table's room.
+* `ack`: the bets benchmark's peer (bench/bets.py, site `bare`): a plain `websockets` server
+  with our options and subprotocols that answers `welcome`, a join with a betting-phase
+  `snapshot`, and each bet frame with an acknowledgement of `bet_accepted`'s shape, in the
+  connection's encoding (msgpack or JSON, as our node): the library's limit for a bet.
 
-Both deal rounds with our table loop's cadence and event shapes (round_opened, betting_closed
-after the window, a card every deal interval, round_result with the last card, round_settled),
-cards from a real shuffled shoe resolved by the game core, `ts` in ms since the epoch.
+`bare` and `socketio` deal rounds with our table loop's cadence and event shapes
+(round_opened, betting_closed after the window, a card every deal interval, round_result with
+the last card, round_settled), cards from a real shuffled shoe resolved by the game core,
+`ts` in ms since the epoch.
 
-    python bench/peers.py bare|socketio [--port 0] [--betting-window S] [--deal-interval S]
+    python bench/peers.py bare|socketio|ack [--port 0] [--betting-window S] [--deal-interval S]
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import random
 import sys
 import time
@@ -29,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import msgpack
 from websockets.asyncio.server import ServerConnection, broadcast, serve
+from websockets.typing import Subprotocol
 
 from server.core.coup import resolve_coup
 from server.core.shoe import MAX_COUP_CARDS, Shoe
@@ -127,6 +134,59 @@ async def run_bare(args: argparse.Namespace) -> None:
         await deal_forever(args, publish)
 
 
+ACK_SUBPROTOCOLS = [Subprotocol("baccarat.v1.msgpack"), Subprotocol("baccarat.v1.json")]
+ACK_ROUND = 1
+ACK_BALANCE = 10**12
+
+
+async def ack_handler(ws: ServerConnection) -> None:
+    """welcome; join -> a betting-phase snapshot; bet -> bet_accepted, nothing else checked."""
+    as_json = ws.subprotocol == "baccarat.v1.json"
+    encode: Callable[[Event], bytes | str] = (
+        (lambda m: json.dumps(m, separators=(",", ":"))) if as_json else msgpack.packb
+    )
+    decode: Callable[[bytes | str], Any] = json.loads if as_json else msgpack.unpackb
+    balance = ACK_BALANCE
+    await ws.send(encode({"type": "welcome", "player": "p", "balance": balance}))
+    async for frame in ws:
+        message = decode(frame)
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == "bet":
+            balance -= message["amount"]
+            reply = {
+                "type": "bet_accepted",
+                "table": message["table"],
+                "round": message["round"],
+                "bet_id": message["bet_id"],
+                "spot": message["spot"],
+                "amount": message["amount"],
+                "balance": balance,
+            }
+            await ws.send(encode(reply))
+        elif kind == "join":
+            snapshot: Event = {"type": "snapshot", "table": TABLE, "phase": "betting"}
+            snapshot |= {"round": ACK_ROUND, "time_left_ms": 3_600_000, "seq": 0}
+            await ws.send(encode(snapshot))
+
+
+async def run_ack(args: argparse.Namespace) -> None:
+    async with serve(
+        ack_handler,
+        "127.0.0.1",
+        args.port,
+        subprotocols=ACK_SUBPROTOCOLS,
+        compression=None,
+        max_size=16 * 1024,
+        max_queue=64,
+        close_timeout=2,
+        ping_interval=20,
+        ping_timeout=20,
+    ) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        print(f"ack: serving on ws://127.0.0.1:{port}/ws", file=sys.stderr, flush=True)
+        await asyncio.Future()  # until the process is stopped
+
+
 async def run_socketio(args: argparse.Namespace) -> None:
     import socketio
     from aiohttp import web
@@ -165,12 +225,13 @@ async def run_socketio(args: argparse.Namespace) -> None:
 
 
 async def _main(args: argparse.Namespace) -> None:
-    await (run_bare(args) if args.peer == "bare" else run_socketio(args))
+    run = {"bare": run_bare, "socketio": run_socketio, "ack": run_ack}[args.peer]
+    await run(args)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("peer", choices=["bare", "socketio"])
+    parser.add_argument("peer", choices=["bare", "socketio", "ack"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--betting-window", type=float, default=0.5)
     parser.add_argument("--deal-interval", type=float, default=0.1)

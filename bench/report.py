@@ -143,6 +143,7 @@ def _second_node(results: dict[str, Any]) -> list[str]:
 
 
 _BET_SITES = {
+    "bare": "bare websockets (ack)",
     "memory": "memory, 1 node",
     "redis": "Redis, 1 node",
     "redis2": "Redis, 2 nodes",
@@ -154,20 +155,24 @@ def _bets_table(results: dict[str, Any]) -> list[str]:
     site = _BET_SITES
     lines = [
         "| site | clients | accepted bets/s | ack p50 / p99 / max ms | rejected | node CPU "
-        "| Redis CPU | generator CPU | paced: most bets/s at ack p99 <= 5 ms |",
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+        "| Redis CPU | generator CPU | node µs / bet | Redis µs / bet (INFO cpu) "
+        "| paced: most bets/s at ack p99 <= 5 ms |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results["bets"]:
         if "error" in r:
-            lines.append(f"| {r['site']} | failed: {r['error']} | | | | | | | |")
+            lines.append(f"| {r['site']} | failed: {r['error']} | | | | | | | | | |")
             continue
+        redis_us = r.get("redis_us_per_bet")
         ack = r["ack_ms"]
         lines.append(
             f"| {site.get(r['site'], r['site'])} | {r['clients']} | {r['bets_per_s']:,.0f} "
             f"| {ack['p50']} / {ack['p99']} / {ack['max']} | {r['rejected'] or '-'} "
             f"| {r['server_cpu']:.0%} | {r['redis_cpu']:.0%} | {r['generator_cpu']:.0%} "
+            f"| {r.get('node_us_per_bet', '-')} | {'-' if redis_us is None else redis_us} "
             f"| {_paced_best(r)} |"
         )
+    lines += _bet_ratios(results)
     steps = [r for r in results["bets"] if r.get("paced")]
     if steps:
         lines += [
@@ -179,6 +184,25 @@ def _bets_table(results: dict[str, Any]) -> list[str]:
             shown = [_paced_step(step) for step in r["paced"]]
             lines.append(f"- {site.get(r['site'], r['site'])}: " + "; ".join(shown))
     return lines
+
+
+def _bet_ratios(results: dict[str, Any]) -> list[str]:
+    """Node CPU per accepted bet of each site divided by the bare ack server's (same run)."""
+    per_bet = {r["site"]: r["node_us_per_bet"] for r in results["bets"] if "node_us_per_bet" in r}
+    bare = per_bet.get("bare")
+    if not bare:
+        return []
+    shown = [
+        f"{_BET_SITES.get(site, site)} {us / bare:.2f}"
+        for site, us in per_bet.items()
+        if site != "bare"
+    ]
+    if not shown:
+        return []
+    return [
+        "",
+        "Node CPU per accepted bet ÷ the bare acknowledgement server's: " + "; ".join(shown),
+    ]
 
 
 def _paced_best(r: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from server.config import Settings
 from server.core.rules import PRESETS, TableRules, rules_preset
 from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
+from server.runtime.collector import NodeCollector, kept_for_stats, tuning_wanted
 from server.runtime.table_loop import TableLoop
 from server.store.audit import DAY_MS
 from server.store.base import Store, StoreRefused, StoreUnavailable
@@ -113,6 +114,7 @@ class Node:
         clock: Clock | None = None,
         store: Store | None = None,
         demo_secret: str | None = None,  # demo mode: the secret this node's workers share
+        tune_collector: bool = False,  # freeze the heap, set the gc thresholds: the process's
     ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -147,6 +149,8 @@ class Node:
         self._loop_tasks: list[asyncio.Task[None]] = []
         self._sweeper: asyncio.Task[None] | None = None
         self._guest_keeper: asyncio.Task[None] | None = None
+        # Pauses to /metrics; `baccarat serve` also tunes the collector, a test's nodes do not.
+        self.collector = NodeCollector(self.metrics.gc_paused, self.ctx.sessions, tune_collector)
         self.log = structlog.get_logger("node").bind(node=self.node_id)
 
     def _session_context(self) -> SessionContext:
@@ -207,6 +211,7 @@ class Node:
         self._loop_tasks = [asyncio.create_task(loop.run()) for loop in self.loops]
         self._sweeper = asyncio.create_task(self._sweep_guests())
         self._guest_keeper = asyncio.create_task(keep_connected_guests(self.ctx, self.clock.sleep))
+        self.collector.start(self.clock.sleep)  # start-up is done: what it made is frozen
         engine = "redis" if self.settings.redis else "memory"
         self.log.info(
             "listening",
@@ -372,6 +377,7 @@ class Node:
             await self.admin.cleanup()
         await self.hub.close()
         await self.store.close()
+        await self.collector.stop()
         self.log.info("stopped")
 
     async def __aenter__(self) -> Node:
@@ -413,7 +419,7 @@ def configure_logging(log_format: str, level: str) -> None:
 
 
 async def _serve(settings: Settings, demo_secret: str | None) -> None:
-    node = Node(settings, demo_secret=demo_secret)
+    node = Node(settings, demo_secret=demo_secret, tune_collector=tuning_wanted())
     await node.start()
     # SIGTERM (an orchestrator) drains first; SIGINT (Ctrl-C), or a second SIGTERM, stops now.
     term, now = asyncio.Event(), asyncio.Event()
@@ -470,7 +476,8 @@ def run_node(settings: Settings, demo_secret: str | None = None) -> int:
     else:
         runner = uvloop.run
     try:
-        runner(_serve(settings, demo_secret))
+        with kept_for_stats():  # BACCARAT_GC_STATS=path: every collector pause, at the stop
+            runner(_serve(settings, demo_secret))
     except StopTimedOut:
         return 1
     except StoreRefused as error:  # a setting only the store can judge: a usage error

@@ -41,6 +41,8 @@ ConnectionCounts = Callable[[], Counter[tuple[str, str]]]
 _FANOUT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 # A bet is one Lua script: ~0.25 ms p50, ~1.6 ms p99 on loopback.
 _BET_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# A collection stops the loop; the target is no pause over 20 ms (docs/benchmarks.md).
+_GC_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 class _Connections(Collector):
@@ -72,6 +74,15 @@ class Metrics:
         self._client_traffic(reg)
         self._table_loops(reg)
         self._limits(reg)
+        self.gc_pauses = Histogram(
+            "baccarat_gc_pause_seconds",
+            "Pauses of Python's cyclic garbage collector in this process, by generation "
+            "(2: a full collection)",
+            ["generation"],
+            buckets=_GC_BUCKETS,
+            registry=reg,
+        )
+        self._gc: dict[int, Histogram] = {}
         # Label children cached: a hot path pays one dict lookup, not labels()'s validation.
         self._out: dict[str, PromCounter] = {}
         self._in: dict[str, PromCounter] = {}
@@ -214,6 +225,13 @@ class Metrics:
 
     def store_error(self, component: str) -> None:
         self.store_errors.labels(component).inc()
+
+    def gc_paused(self, generation: int, seconds: float) -> None:
+        """One collection of `generation` stopped the process for `seconds` (a gc hook)."""
+        child = self._gc.get(generation)
+        if child is None:
+            child = self._gc[generation] = self.gc_pauses.labels(str(generation))
+        child.observe(seconds)
 
     def families(self) -> Iterable[str]:
         """Names of the families this node exports (without _total and such suffixes)."""

@@ -31,6 +31,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 
 from server.config import Settings
+from server.runtime.collector import freeze_for_fork
 
 __all__ = ["RunNode", "check_workers", "serve_workers"]
 
@@ -148,6 +149,7 @@ def serve_workers(settings: Settings, run_node: RunNode) -> int:
             pass_on(signal.SIGTERM, None)
 
     previous = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGTERM, signal.SIGINT)}
+    freeze_for_fork()  # the workers' collections leave the parent's pages shared
     try:
         for worker in workers:
             worker.start()

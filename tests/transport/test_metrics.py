@@ -32,6 +32,7 @@ FAMILIES = {
     "baccarat_store_errors": "counter",
     "baccarat_slow_clients_dropped": "counter",
     "baccarat_rate_limited": "counter",
+    "baccarat_gc_pause_seconds": "histogram",
 }
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
