@@ -134,7 +134,10 @@ def commitment_of(obs: Observer, shoe: int) -> str:
 
 
 def test_the_table_shows_the_commitment_and_checks_each_card(
-    open_page: PageFactory, server: LiveServer, observer: Callable[[str], Observer]
+    open_page: PageFactory,
+    server: LiveServer,
+    observer: Callable[[str], Observer],
+    shot: Callable[[Any, str], Any],
 ) -> None:
     """The commitment the server published, the root once sealed, and every dealt card
     marked data-proof="ok" (checked in the page against the sealed root)."""
@@ -152,6 +155,7 @@ def test_the_table_shows_the_commitment_and_checks_each_card(
     expect(cards.nth(3)).to_be_attached(timeout=within(2 * ROUND_SECONDS) * 1000)
     assert page.locator("[data-testid=card][data-proof=bad]").count() == 0
     expect(page.get_by_test_id("fair-status")).to_contain_text("checked ✓")
+    shot(page, "fair-checked")
 
 
 # Changes the rank of the next card event the page receives, before the page handles it.
@@ -247,3 +251,24 @@ def test_a_page_joining_mid_shoe_checks_the_cards_of_its_snapshot(
     )
     log = page.evaluate("window.__baccarat.tables.get('t1').log")
     assert not [e for e in log if e.get("kind") == "shoe_sealed"]  # it never saw the seal
+
+
+def test_without_webcrypto_the_page_says_cards_cannot_be_checked(
+    open_page: PageFactory, server: LiveServer, shot: Callable[[Any, str], Any]
+) -> None:
+    """On plain http to another host there is no crypto.subtle (not a secure context): the
+    page says the cards cannot be checked there, and marks no card as checked."""
+    page = open_page("/")
+    page.add_init_script(
+        "Object.defineProperty(window, 'isSecureContext', {value: false});"
+        "Object.defineProperty(Crypto.prototype, 'subtle', {get: () => undefined});"
+    )
+    page.goto(f"{server.url}?role=spectator#/t/t1")  # a new document: the script runs first
+    wait_open(page)
+    status = page.get_by_test_id("fair-status")
+    expect(status).to_have_text("Cards cannot be checked here (needs https or localhost)")
+    expect(status).to_have_attribute("data-available", "false")
+    unchecked = page.locator("[data-testid=card][data-proof=unavailable]")
+    expect(unchecked.first).to_be_attached(timeout=within(2 * ROUND_SECONDS) * 1000)
+    assert page.locator("[data-testid=card][data-proof=ok]").count() == 0
+    shot(page, "fair-unavailable")
