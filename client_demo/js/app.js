@@ -307,7 +307,7 @@ export class App {
     for (const rules of msg.tables || []) {
       const st = this.tables.get(rules.id);
       if (st) st.rules = { ...rules };
-      else this.tables.set(rules.id, new TableState(rules.id, { ...rules }));
+      else this.tables.set(rules.id, this.newTable(rules));
     }
     for (const id of [...this.tables.keys()]) if (!ids.includes(id)) this.tables.delete(id);
     this.tableOrder = ids;
@@ -317,6 +317,19 @@ export class App {
     }
     this.conn.markReady();
     this.emit({ kind: "welcome" });
+  }
+
+  newTable(rules) {
+    const st = new TableState(rules.id, { ...rules });
+    // A card's proof is checked asynchronously (WebCrypto): redraw when its mark changes.
+    st.fair.onChange = () => this.emit({ kind: "table", table: st.id, what: "fair" });
+    return st;
+  }
+
+  // "Verify this shoe": recompute the table's last revealed shoe in the page (fairness.js).
+  verifyShoe(tableId) {
+    const st = this.tables.get(tableId);
+    return st ? st.fair.verify() : Promise.resolve(null);
   }
 
   onSnapshot(msg) {

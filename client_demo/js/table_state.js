@@ -4,6 +4,7 @@
 // duplicates and ignored; an event beyond seq + 1 is a gap, which the caller repairs with a
 // `join` carrying `since`. Nothing here talks to the network.
 
+import { FairTracker } from "./fairness.js";
 import { handTotal } from "./format.js";
 
 export const EMPTY_ROADS = Object.freeze({
@@ -28,7 +29,8 @@ export class TableState {
     this.closesAt = 0;
     this.shoe = 0;
     this.lastHand = false;
-    this.cards = []; // {hand, rank, suit, index}
+    this.cards = []; // {hand, rank, suit, index, shoe, position}
+    this.fair = new FairTracker(); // the committed shoes and each card's proof (fairness.js)
     this.result = null; // the round_result event, or {voided: true, reason}
     this.settled = null; // the round_settled event
     this.results = "";
@@ -70,7 +72,14 @@ export class TableState {
     this.closesAt = msg.closes_at;
     this.shoe = msg.shoe;
     this.lastHand = Boolean(msg.last_hand);
-    const cards = (msg.cards || []).map((card, index) => ({ ...card, index }));
+    this.fair.applySnapshot(msg.fair, msg.cards || []);
+    const proofs = msg.fair?.proofs || [];
+    const cards = (msg.cards || []).map((card, index) => ({
+      ...card,
+      index,
+      shoe: msg.fair?.shoe,
+      position: proofs[index]?.position,
+    }));
     // Keep the cards already shown (same round, same deal) so they are not dealt twice.
     if (newRound || !sameCards(this.cards, cards)) this.cards = cards;
     if (msg.phase === "betting" || msg.phase === "idle" || newRound) this.result = null;
@@ -90,7 +99,7 @@ export class TableState {
     this.myBets = (msg.bets || [])
       .map((b) => ({ ...b, round: msg.round, status: "accepted" }))
       .concat(stillSent);
-    this.record({ snapshot: msg.seq, recovered: msg.recovered, phase: msg.phase });
+    this.record({ snapshot: msg.seq, recovered: msg.recovered, phase: msg.phase, cards: cards.length });
   }
 
   // Returns "ok", "duplicate" or "gap"; only "ok" events change the state.
@@ -114,6 +123,7 @@ export class TableState {
 
   // The state change of one event (also used by the replay player, which has no seq rules).
   apply(ev) {
+    this.fair.apply(ev);
     switch (ev.kind) {
       case "shoe_shuffled":
         this.shoe = ev.shoe;
@@ -166,7 +176,14 @@ export class TableState {
         this.phase = "dealing";
         this.cards = [
           ...this.cards,
-          { hand: ev.hand, rank: ev.rank, suit: ev.suit, index: ev.index },
+          {
+            hand: ev.hand,
+            rank: ev.rank,
+            suit: ev.suit,
+            index: ev.index,
+            shoe: this.fair.current?.shoe,
+            position: ev.position,
+          },
         ].sort((a, b) => a.index - b.index);
         break;
       case "round_result":

@@ -2,6 +2,7 @@
 
 import { h, setAttr, setText } from "./dom.js";
 import { landedCards, syncCards } from "./cards.js";
+import { FairPanel, markCards } from "./fair_view.js";
 import {
   SPOTS,
   handTotal,
@@ -159,6 +160,7 @@ export class TableView {
       "You are watching this table as a spectator: bets are off.",
     );
     p.scoreboard = scoreboard();
+    this.fair = new FairPanel(this.app, this.tableId);
     this.recall = new RecallPanel(this.app, this.tableId);
     this.el.replaceChildren(
       h(
@@ -189,6 +191,7 @@ export class TableView {
             h("div", { class: "hand hand-banker" }, h("h3", {}, "Banker ", p.bankerTotal), p.bankerCards),
           ),
           p.result,
+          this.fair.el,
           p.note,
           p.spectating,
           p.betting,
@@ -209,6 +212,9 @@ export class TableView {
     const landed = () => this.fillTotals();
     syncCards(p.playerCards, st.handCards("player"), "card", landed);
     syncCards(p.bankerCards, st.handCards("banker"), "card", landed);
+    markCards(p.playerCards, st.handCards("player"), st.fair);
+    markCards(p.bankerCards, st.handCards("banker"), st.fair);
+    this.fair.fill(st);
     this.fillTotals();
     this.fillResult(st);
     this.fillSettlement(st);

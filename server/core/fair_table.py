@@ -49,6 +49,7 @@ __all__ = [
     "face",
     "reveal_shoe",
     "seal_shoe",
+    "sealed_root",
 ]
 
 TREES_CACHED = 16  # shoes whose tree a node keeps (a few tables' current shoes)
@@ -69,6 +70,9 @@ class FairShoe:
     decks: int
     cut_from_end: tuple[int, int]
     client_seed: bytes | None = None  # None until the seal
+    # The accepted entropy values the seal used, in order (public: in shoe_sealed); None
+    # until the seal, and for a shoe sealed by a node that did not keep them.
+    entropy: tuple[str, ...] | None = None
     revealed: bool = False  # the seed was published: nothing more is dealt from this shoe
     # TESTS ONLY: the order came from an injected source (seal_shoe's `rig`), not from the
     # committed stream, so the reveal will not recompute it; its proofs still check.
@@ -89,6 +93,7 @@ class FairShoe:
             "decks": self.decks,
             "cut_from_end": list(self.cut_from_end),
             "client_seed": self.client_seed.hex() if self.client_seed is not None else None,
+            "entropy": list(self.entropy) if self.entropy is not None else None,
             "revealed": self.revealed,
             "rigged": self.rigged,
         }
@@ -105,11 +110,13 @@ class FairShoe:
         if not (sealed is None or isinstance(sealed, str)) or len(cut) != 2:
             raise TypeError(f"a committed shoe sealed with {type(sealed).__name__}, cut {cut!r}")
         low, high = (int(value) for value in cut)
+        entropy = data.get("entropy")  # absent: stored before the state kept it
         return cls(
             bytes.fromhex(seed),
             decks,
             (low, high),
             bytes.fromhex(sealed) if sealed is not None else None,
+            tuple(str(v) for v in entropy) if isinstance(entropy, list) else None,
             revealed=data.get("revealed") is True,
             rigged=data.get("rigged") is True,
         )
@@ -133,7 +140,9 @@ def seal_shoe(
     against the root, but the revealed seed does not recompute that order."""
     assert not fair.sealed, "the shoe is sealed already"
     values = list(entropy)
-    sealed = replace(fair, client_seed=client_seed(values), rigged=rig is not None)
+    sealed = replace(
+        fair, client_seed=client_seed(values), entropy=tuple(values), rigged=rig is not None
+    )
     committed = _committed(sealed, _rigged_order(sealed, rig) if rig is not None else None)
     events: list[EventPayload] = [
         ev.shoe_sealed(
@@ -194,6 +203,11 @@ def card_proof(fair: FairShoe | None, shoe: Shoe, position: int) -> tuple[str, l
         return "", []
     proof = _committed(fair, None, shoe).proof(position)
     return proof.salt.hex(), encode_proof(proof.path)
+
+
+def sealed_root(fair: FairShoe, shoe: Shoe) -> str:
+    """The sealed shoe's Merkle root (hex), as `shoe_sealed` published it."""
+    return _committed(fair, None, shoe).root.hex()
 
 
 def reveal_shoe(fair: FairShoe, shoe_number: int) -> tuple[FairShoe, EventPayload]:

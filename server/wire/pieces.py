@@ -11,14 +11,19 @@ from server.core.bets import Bet, Payout
 from server.core.cards import Card
 from server.core.coup import Hand
 from server.core.events import CardFace, HandName, WinnerName
+from server.core.fair import ALG
+from server.core.fair_table import FairShoe, card_proof, sealed_root
 from server.core.roads import Roads
 from server.core.rules import TableRules
+from server.core.shoe import Shoe
 
 __all__ = [
     "BeadCell",
     "BetView",
     "BigRoadCell",
+    "CardProof",
     "CardView",
+    "FairView",
     "HandTotals",
     "MarkName",
     "OutcomeName",
@@ -29,6 +34,7 @@ __all__ = [
     "TableInfo",
     "bet_view",
     "card_view",
+    "fair_view",
     "payout_view",
     "roads_view",
     "rules_view",
@@ -66,6 +72,39 @@ class CardView(TypedDict):
     hand: HandName
     rank: str
     suit: str | None
+
+
+class CardProof(TypedDict):
+    """A card's place in the committed shoe, as a `card` event carries it."""
+
+    position: int
+    salt: str
+    proof: list[str]
+
+
+class _FairView(TypedDict):
+    shoe: int
+    alg: str
+    commitment: str  # hex SHA-256 of the seed
+    decks: int
+    cut_from_end: list[int]  # [lo, hi]
+    sealed: bool
+    revealed: bool
+
+
+class FairView(_FairView, total=False):
+    """snapshot.fair: everything public about the table's current shoe (docs/fairness.md).
+    The seed only once `revealed` (shoe_revealed published it); the sealed fields once
+    `sealed`; `entropy` unless the shoe was sealed by a node that did not keep it."""
+
+    root: str
+    client_seed: str
+    entropy: list[str]
+    cut_index: int
+    cards: int  # the shoe's size N (the Merkle tree's leaves)
+    position: int  # the position of the next card to be dealt
+    proofs: list[CardProof]  # for each of snapshot.cards, in the same order
+    seed: str
 
 
 class BeadCell(TypedDict):
@@ -137,6 +176,43 @@ def table_info(table_id: str, rules: TableRules) -> TableInfo:
 def card_view(hand: str, card: Card) -> CardView:
     """One dealt card; `hand` may be a core Hand or its value (the wire gets the plain value)."""
     return {"hand": Hand(hand).value, **_face(card)}
+
+
+def fair_view(
+    shoe_number: int, fair: FairShoe | None, shoe: Shoe | None, round_start: int, dealt: int
+) -> FairView | None:
+    """The public part of a committed shoe (never its seed before the reveal); None for a
+    table with no committed shoe (before its first round, or an older node's shoe).
+    `dealt` cards of this round were dealt from `round_start` on."""
+    if fair is None:
+        return None
+    view: FairView = {
+        "shoe": shoe_number,
+        "alg": ALG,
+        "commitment": fair.commitment,
+        "decks": fair.decks,
+        "cut_from_end": list(fair.cut_from_end),
+        "sealed": fair.sealed,
+        "revealed": fair.revealed,
+    }
+    if fair.client_seed is not None and shoe is not None:
+        view["root"] = sealed_root(fair, shoe)
+        view["client_seed"] = fair.client_seed.hex()
+        if fair.entropy is not None:
+            view["entropy"] = list(fair.entropy)
+        view["cut_index"] = shoe.cut_index
+        view["cards"] = len(shoe.cards)
+        view["position"] = shoe.position
+        positions = range(round_start, round_start + dealt)
+        view["proofs"] = [_card_proof(fair, shoe, position) for position in positions]
+    if fair.revealed:
+        view["seed"] = fair.seed.hex()
+    return view
+
+
+def _card_proof(fair: FairShoe, shoe: Shoe, position: int) -> CardProof:
+    salt, proof = card_proof(fair, shoe, position)
+    return {"position": position, "salt": salt, "proof": proof}
 
 
 def _face(card: Card) -> CardFace:

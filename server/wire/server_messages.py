@@ -22,6 +22,7 @@ from server.core.table import Phase, TableState
 from server.wire.pieces import (
     BetView,
     CardView,
+    FairView,
     HandTotals,
     PayoutView,
     RoadsView,
@@ -29,6 +30,7 @@ from server.wire.pieces import (
     TableInfo,
     bet_view,
     card_view,
+    fair_view,
     roads_view,
     rules_view,
     table_info,
@@ -109,6 +111,7 @@ class _Snapshot(TypedDict):
     bettors: int
     balance: int | None  # None for a spectator
     rules: RulesView
+    fair: FairView | None  # the current shoe's commitment and public proofs (docs/fairness.md)
 
 
 class Snapshot(_Snapshot, total=False):
@@ -291,10 +294,17 @@ def snapshot(
         "bettors": bettors,
         "balance": balance,
         "rules": rules_view(rules),
+        "fair": _fair(state),
     }
     if recovered is not None:
         message["recovered"] = recovered
     return message
+
+
+def _fair(state: TableState) -> FairView | None:
+    """snapshot.fair: the proofs are of the round's cards dealt so far (snapshot.cards)."""
+    dealt = len(state.dealt_cards())
+    return fair_view(state.shoe_number, state.fair, state.shoe, state.round_start, dealt)
 
 
 def joined(table: str, seq: int, epoch: str) -> Joined:

@@ -4,14 +4,23 @@ Redis script completes), receipts and settlements."""
 
 from __future__ import annotations
 
-from server.core.table import close_betting
-from server.store.base import Event, Store
+import json
+
+from server.core.table import close_betting, deal_next_card
+from server.store.base import Event, Snapshot, Store
 from server.wire import shapes
 from server.wire.envelope import stamp
 from server.wire.shape_check import message_problems
 from tests.store import TABLE, Owner, accepted_message, bet, settlement_message
 
 ENVELOPE = ("type", "table", "seq", "round", "ts")
+
+
+def snapshot_message(snap: Snapshot) -> shapes.Snapshot:
+    """The snapshot a session sends for this store read (server/transport/joins.py)."""
+    return shapes.snapshot(
+        TABLE, snap.seq, snap.epoch, snap.state, 0, snap.rules, snap.bets, snap.totals
+    )
 
 
 def _restamped(event: Event) -> shapes.TableEvent:
@@ -67,3 +76,38 @@ async def test_receipts_and_settlements_fit_their_shapes(table: Store) -> None:
     settlement = await table.settlement(TABLE, 1, "alice")
     assert settlement is not None
     assert message_problems(settlement_message(settlement)) == []
+
+
+async def test_a_snapshot_mid_shoe_carries_the_shoes_public_fairness(table: Store) -> None:
+    """snapshot.fair, built from the stored state on both engines: the commitment before the
+    seal; after it, the root, client seed and entropy (kept in the state blob) that the
+    shoe's events published, the next position and each dealt card's proof; no seed."""
+    owner = await Owner(table).start()
+    opened = await owner.open()
+    committed = next(e for e in opened if e["kind"] == "shoe_committed")
+    await table.add_entropy(TABLE, "bob", "héllo 🂡")
+    early = await table.snapshot(TABLE, None)
+    assert early is not None
+    fair = snapshot_message(early)["fair"]
+    assert fair is not None and fair["sealed"] is False
+    assert fair["commitment"] == committed["commitment"] and "root" not in fair
+    sealing = await owner.close()
+    sealed = next(e for e in sealing if e["kind"] == "shoe_sealed")
+    cards = [e for e in await owner.apply(deal_next_card(owner.state)) if e["kind"] == "card"]
+    snap = await table.snapshot(TABLE, "alice")
+    assert snap is not None
+    message = snapshot_message(snap)
+    assert message_problems(message) == []
+    fair = message["fair"]
+    assert fair is not None
+    assert (fair["root"], fair["client_seed"], fair["entropy"]) == (
+        sealed["root"],
+        sealed["client_seed"],
+        ["héllo 🂡"],
+    )
+    assert fair["proofs"] == [
+        {"position": c["position"], "salt": c["salt"], "proof": c["proof"]} for c in cards
+    ]
+    assert fair["position"] == cards[-1]["position"] + 1
+    assert owner.state.fair is not None
+    assert owner.state.fair.seed.hex() not in json.dumps(message)
