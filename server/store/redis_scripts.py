@@ -34,6 +34,10 @@ SCRIPTS = (
     "move_money",
     "keep_guests",
     "expire_guests",
+    "outbox_claim",
+    "outbox_done",
+    "outbox_retry",
+    "outbox_release",
 )
 
 
