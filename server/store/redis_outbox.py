@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
+import msgpack
+
 from server.core.bets import Spot, parse_spot
 from server.core.errors import BetRejected
 from server.store.base import BetReceipt, StoreDataError, debit_in_outbox, debit_taken
@@ -184,5 +186,9 @@ class RedisOutbox(RedisBase):
 
 
 def owed_arg(owed: dict[str, list[OutboxEntry]]) -> bytes:
-    """What a paying commit owes the wallet, as commit.lua reads it."""
-    return packb({p: [[e.key, packb(body_of(e))] for e in entries] for p, entries in owed.items()})
+    """What a paying commit owes the wallet, as commit.lua reads it: each body's bytes packed
+    as msgpack's raw strings (Redis's cmsgpack does not read the bin type)."""
+    owed_map = {p: [[e.key, packb(body_of(e))] for e in entries] for p, entries in owed.items()}
+    data = msgpack.packb(owed_map, use_bin_type=False)
+    assert isinstance(data, bytes)
+    return data

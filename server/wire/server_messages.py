@@ -37,6 +37,7 @@ from server.wire.table_events import TableEvent
 
 __all__ = [
     "SERVER_MESSAGES",
+    "Balance",
     "BetAccepted",
     "BetRejected",
     "Error",
@@ -53,6 +54,7 @@ __all__ = [
     "Settlement",
     "Snapshot",
     "Welcome",
+    "balance",
     "bet_accepted",
     "bet_rejected",
     "error",
@@ -169,6 +171,13 @@ class Settlement(TypedDict):
     balance: int
 
 
+class Balance(TypedDict):
+    """The player's balance as its operator's wallet acknowledged a credit or cancel."""
+
+    type: Literal["balance"]
+    balance: int
+
+
 class Replay(TypedDict):
     type: Literal["replay"]
     table: str
@@ -204,6 +213,7 @@ ServerMessage = (
     | BetAccepted
     | BetRejected
     | Settlement
+    | Balance
     | Replay
     | History
     | TableEvent
@@ -220,6 +230,7 @@ SERVER_MESSAGES: dict[str, type] = {
     "bet_accepted": BetAccepted,
     "bet_rejected": BetRejected,
     "settlement": Settlement,
+    "balance": Balance,
     "replay": Replay,
     "history": History,
 }
@@ -350,6 +361,10 @@ def settlement(
         "payouts": list(payouts),
         "balance": balance,
     }
+
+
+def balance(amount: int) -> Balance:
+    return {"type": "balance", "balance": amount}
 
 
 def replay(table: str, round_no: int, events: Sequence[TableEvent], more: bool) -> Replay:

@@ -52,6 +52,7 @@ from server.wire.pieces import (
 )
 from server.wire.server_messages import (
     SERVER_MESSAGES,
+    Balance,
     BetAccepted,
     BetRejected,
     Error,
@@ -66,6 +67,7 @@ from server.wire.server_messages import (
     Settlement,
     Snapshot,
     Welcome,
+    balance,
     bet_accepted,
     bet_rejected,
     error,
@@ -103,6 +105,7 @@ __all__ = [
     "EVENTS",
     "EVENT_PAYLOADS",
     "SERVER_MESSAGES",
+    "Balance",
     "BeadCell",
     "BetAccepted",
     "BetRejected",
@@ -153,6 +156,7 @@ __all__ = [
     "TableResumedEvent",
     "TableResumedPayload",
     "Welcome",
+    "balance",
     "bet_accepted",
     "bet_rejected",
     "bet_view",

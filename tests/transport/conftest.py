@@ -152,6 +152,7 @@ async def make_node(request: pytest.FixtureRequest) -> AsyncIterator[NodeFactory
                     max_bets_per_round=settings.max_bets_per_round,
                     audit_keep_ms=settings.audit_days * DAY_MS,
                     audit_entries=settings.audit_entries,
+                    outbox=not settings.wallet.internal,  # an HTTP wallet
                 )
             return await stack.enter_async_context(Node(settings, store=store))
 
