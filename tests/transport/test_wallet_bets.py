@@ -236,7 +236,7 @@ async def test_a_wallet_down_for_a_while(
     demo = DemoWallet(f"http://127.0.0.1:{port}", book, Faults())
     try:
         node = await wallet_node(make_node, demo, engine)
-        client = await open_client(node)
+        client = await open_client(node, max_queue=None)  # it reads nothing for a while
         player = client.welcome["player"]
         round_no = await open_round(client)
         assert (await bet(client, round_no, "before"))["type"] == "bet_accepted"
@@ -253,10 +253,11 @@ async def test_a_wallet_down_for_a_while(
         assert rejected == {"WALLET_UNAVAILABLE"}
         assert book.credits() == {}
         runner, _ = await start_wallet(wallet_app(book, SECRET), port=port)
-        balance = await client.reply("balance", seconds=20)
-        await settled_books(node, book, player)
-        assert balance["balance"] == book.balance_of(player) == expected_balance(book, player)
+        await settled_books(node, book, player, seconds=20)
+        final = expected_balance(book, player)
+        assert book.balance_of(player) == final
         assert list(book.credits()) == [f"c:{TABLE}:{round_no}:{player}"]
+        await client.expect(lambda m: m["type"] == "balance" and m["balance"] == final)
     finally:
         await runner.cleanup()
         book.close()
