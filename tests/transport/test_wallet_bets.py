@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from server.app import Node
+from server.cli import main
 from server.wallet.demo import Book, Fault, Faults, start_wallet, wallet_app
 from server.wallet.protocol import Call, debit_id
 from tests.transport.conftest import (
@@ -261,3 +262,34 @@ async def test_a_wallet_down_for_a_while(
     finally:
         await runner.cleanup()
         book.close()
+
+
+@pytest.mark.redis
+async def test_wallet_pending_lists_what_the_wallet_may_hold(
+    make_node: NodeFactory,
+    make_demo: MakeDemo,
+    open_client: ClientFactory,
+    redis_url: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`baccarat wallet-pending --redis` lists a debit in flight and one in play, by table;
+    once the round is settled and its credit acknowledged, nothing."""
+    demo = await make_demo()
+    node = await wallet_node(make_node, demo, "redis", betting_window=2.0)
+    client = await open_client(node)
+    player = client.welcome["player"]
+    round_no = await open_round(client)
+    assert (await bet(client, round_no, "b-1"))["type"] == "bet_accepted"
+    await node.store.hold_debit(TABLE, player, round_no, "b-2", "tie", 100, 60_000)
+    prefix = getattr(node.store, "key_prefix")
+    argv = ["wallet-pending", "--redis", redis_url, "--key-prefix", prefix, "--table", TABLE]
+    assert await asyncio.to_thread(main, argv) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("d:")]
+    assert sorted(line.split()[:2] for line in lines) == [
+        [debit_id(TABLE, round_no, player, "b-1"), "in_play"],
+        [debit_id(TABLE, round_no, player, "b-2"), "in_flight"],
+    ]
+    await node.store.release_debit(TABLE, player, round_no, "b-2", cancel=False)
+    await client.expect(lambda m: m["type"] == "balance", seconds=10)
+    assert await asyncio.to_thread(main, argv) == 0
+    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("d:")]
