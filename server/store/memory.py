@@ -150,14 +150,15 @@ class MemoryStore(MemoryOutbox):
             return table.rounds[held].receipts[key]
         player_record = self._players.get(player)
         balance = player_record.balance if player_record else 0
-        record, spot_ = self._check_bet(table, player, round_no, spot, amount, balance)
+        record, spot_, on_spot = self._check_bet(table, player, round_no, spot, amount, balance)
         assert isinstance(amount, int) and player_record is not None  # balance >= amount > 0
         player_record.balance -= amount
         self._balances -= amount
         player_record.in_play += amount
         self._seen(player_record)
         self._in_play += amount
-        receipt = self._record_bet(table, record, player, bet_id, spot_, amount, balance - amount)
+        after = balance - amount
+        receipt = self._record_bet(table, record, key, spot_, amount, on_spot, after)
         self._audit.append(
             "bet", player, -amount, balance - amount, table_id, receipt.round, bet_id
         )
@@ -171,7 +172,7 @@ class MemoryStore(MemoryOutbox):
         spot: object,
         amount: object,
         balance: int,
-    ) -> tuple[RoundRecord, Spot]:
+    ) -> tuple[RoundRecord, Spot, int]:
         """place_bet's checks, in its order: window, spot, bets this round, limits, balance."""
         verify_bet_window(table.header, round_no, self._now_ms())
         spot_ = parse_spot(spot)
@@ -180,27 +181,28 @@ class MemoryStore(MemoryOutbox):
             raise too_many_bets(self._max_bets)
         on_spot = record.stakes.get((player, spot_), 0)
         verify_bet(table.rules.limits, spot_, amount, on_spot, balance)
-        return record, spot_
+        return record, spot_, on_spot
 
+    @staticmethod
     def _record_bet(
-        self,
         table: TableRecord,
         record: RoundRecord,
-        player: str,
-        bet_id: str,
+        key: tuple[str, str],  # (player, bet_id)
         spot: Spot,
         amount: int,
+        on_spot: int,
         balance: int,
     ) -> BetReceipt:
+        player, bet_id = key
         placed = Bet(bet_id, player, spot, amount)
         record.bets.append(placed)
         record.mine.setdefault(player, []).append(placed)
-        record.stakes[(player, spot)] = record.stakes.get((player, spot), 0) + amount
+        record.stakes[(player, spot)] = on_spot + amount
         record.totals[spot.value] = record.totals.get(spot.value, 0) + amount
         header = table.header
         receipt = BetReceipt(header.table_id, header.round, bet_id, spot.value, amount, balance)
-        record.receipts[(player, bet_id)] = receipt
-        table.receipt_rounds[(player, bet_id)] = receipt.round
+        record.receipts[key] = receipt
+        table.receipt_rounds[key] = receipt.round
         return receipt
 
     # --- bets with an operator's wallet (server/store/outbox.py) ------------------------------
@@ -243,7 +245,9 @@ class MemoryStore(MemoryOutbox):
         if slot is None:
             raise debit_taken()
         try:
-            record, spot_ = self._check_bet(table, player, round_no, spot, amount, MAX_AMOUNT)
+            record, spot_, on_spot = self._check_bet(
+                table, player, round_no, spot, amount, MAX_AMOUNT
+            )
         except BetRejected:
             self._queue_hold(slot)
             raise
@@ -251,7 +255,8 @@ class MemoryStore(MemoryOutbox):
         self._wallet_balances[player] = balance
         if (player_record := self._players.get(player)) is not None:
             self._seen(player_record)
-        return self._record_bet(table, record, player, bet_id, spot_, amount, balance)
+        key = (player, bet_id)
+        return self._record_bet(table, record, key, spot_, amount, on_spot, balance)
 
     async def release_debit(
         self, table_id: str, player: str, round_no: int, bet_id: str, cancel: bool

@@ -25,7 +25,9 @@ START = 1_000_000  # what the wallet gives a player it has not seen
 _SERVING = re.compile(r"serving on http://[\d.]+:(\d+)")
 
 
-async def start_wallet(db: Path, secret: str, *extra: str) -> tuple[asyncio.subprocess.Process, str]:
+async def start_wallet(
+    db: Path, secret: str, *extra: str
+) -> tuple[asyncio.subprocess.Process, str]:
     argv = [sys.executable, "-m", "server.cli", "wallet-demo", "--port", "0", "--db", str(db)]
     env = {**os.environ, "BACCARAT_WALLET_SECRET": secret}
     proc = await asyncio.create_subprocess_exec(
@@ -69,7 +71,9 @@ def check_books(book: Book) -> list[str]:
         players[credit.split(":")[3]] += amount
     for player, expected in players.items():
         if book.balance_of(player) != expected:
-            problems.append(f"{player}: balance {book.balance_of(player)}, the books say {expected}")
+            problems.append(
+                f"{player}: balance {book.balance_of(player)}, the books say {expected}"
+            )
     return problems
 
 
