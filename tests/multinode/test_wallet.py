@@ -79,7 +79,7 @@ def check_books(book: Book) -> list[str]:
 
 async def settled(book: Book, seconds: float) -> None:
     async with asyncio.timeout(seconds * SCALE):
-        while any(d.state == "standing" for d in book.debits()):
+        while any(d.state == "standing" for d in book.debits()):  # noqa: ASYNC110 - SQLite
             await asyncio.sleep(0.2)
 
 

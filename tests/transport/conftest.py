@@ -27,6 +27,7 @@ from server.store.audit import DAY_MS
 from server.store.base import Store
 from server.wire.codec import Encoding, Frame, decode, encode
 from tests.redis_server import delete_keys
+from tests.wallet.conftest import make_demo  # noqa: F401 - the reference wallet, for wallet tests
 
 SCALE = float(os.environ.get("TEST_TIMEOUT_SCALE", "1"))
 TABLE = "t1"

@@ -22,7 +22,7 @@ from tests.transport.conftest import (
     bet_message,
     within,
 )
-from tests.wallet.conftest import SECRET, START, DemoWallet, MakeDemo, make_demo  # noqa: F401
+from tests.wallet.conftest import SECRET, START, DemoWallet, MakeDemo
 
 TIMEOUT = 0.5  # --wallet-timeout of these nodes: a hung call is unknown this soon
 
@@ -55,7 +55,7 @@ async def settled_books(node: Node, book: Book, player: str, seconds: float = 10
     """Wait until the node's outbox is empty and every debit of the player is credited or
     cancelled at the wallet."""
     async with asyncio.timeout(within(seconds)):
-        while await node.store.outbox_entries() or any(
+        while await node.store.outbox_entries() or any(  # noqa: ASYNC110 - books, no event
             d.state == "standing" for d in book.debits() if d.player == player
         ):
             await asyncio.sleep(0.05)
@@ -281,7 +281,7 @@ async def test_wallet_pending_lists_what_the_wallet_may_hold(
     round_no = await open_round(client)
     assert (await bet(client, round_no, "b-1"))["type"] == "bet_accepted"
     await node.store.hold_debit(TABLE, player, round_no, "b-2", "tie", 100, 60_000)
-    prefix = getattr(node.store, "key_prefix")
+    prefix = node.store.key_prefix  # type: ignore[attr-defined]
     argv = ["wallet-pending", "--redis", redis_url, "--key-prefix", prefix, "--table", TABLE]
     assert await asyncio.to_thread(main, argv) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("d:")]
