@@ -412,8 +412,9 @@ def test_size_scanner_names_methods_and_nested_functions() -> None:
 # wait through a Clock (server/runtime/clock.py), so tests can drive time. `asyncio.sleep(0)`
 # is a yield to the event loop, not a wait, and is allowed anywhere. The bots (server/bots)
 # are a client, not the server: they pace themselves in wall-clock time like the people they
-# stand for, as bench/ does.
-SLEEPERS = ("server/runtime/", "server/bots/")
+# stand for, as bench/ does; so does the reference wallet's fault injection (an operator's
+# wallet that answers late, server/wallet/faults.py).
+SLEEPERS = ("server/runtime/", "server/bots/", "server/wallet/faults.py")
 
 
 def sleeps_in(source: str) -> list[int]:

@@ -28,21 +28,19 @@ import argparse
 import asyncio
 import contextlib
 import json
-import random
 import signal
 import sqlite3
 import sys
 import time
-from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any, Final
 
 from aiohttp import web
 
+from server.wallet.faults import Fault, Faults, suffer
 from server.wallet.protocol import (
     AnswerBody,
     BadRequest,
@@ -356,62 +354,6 @@ def _canonical(request: Request) -> str:
     return json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-# --- faults for tests ----------------------------------------------------------------------
-
-
-class Fault(StrEnum):
-    """What an attempt of a call suffers. Each but ERROR books the call first, so the
-    wallet has moved the money while the server cannot know it."""
-
-    TIMEOUT = "timeout"  # books, then does not answer for `hang_s`
-    ERROR = "error"  # answers HTTP 500 before booking anything
-    LATE = "late"  # books, then answers after `late_s`
-    DROP = "drop"  # books, then closes the connection without an answer
-    BAD_SIGNATURE = "bad_signature"  # books, then answers signed with a wrong signature
-
-
-@dataclass
-class Faults:
-    """Which attempts of which calls go wrong. `plan(call, ...)` lists, attempt by attempt,
-    the faults of the next attempts of a call (of one transaction id, or balance's player,
-    with `key`; of any, without); None in a plan is an attempt that goes right. When no plan
-    has an entry left, an attempt goes wrong with probability `rate`, with one of `kinds`."""
-
-    rate: float = 0.0
-    kinds: tuple[Fault, ...] = tuple(Fault)
-    late_s: float = 5.0
-    hang_s: float = 3600.0
-    seed: int | None = None
-    attempts: Counter[tuple[Call, str]] = field(default_factory=Counter)
-    injected: list[tuple[Call, str, Fault]] = field(default_factory=list)
-    _plans: dict[tuple[Call, str | None], deque[Fault | None]] = field(default_factory=dict)
-    _random: random.Random = field(init=False)
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.rate <= 1:
-            raise ValueError(f"the fault rate must be from 0 to 1, not {self.rate!r}")
-        self._random = random.Random(self.seed)
-
-    def plan(self, call: Call, *faults: Fault | None, key: str | None = None) -> None:
-        self._plans.setdefault((call, key), deque()).extend(faults)
-
-    def pick(self, call: Call, key: str) -> Fault | None:
-        """The fault of this attempt (counted in `attempts`), or None."""
-        self.attempts[(call, key)] += 1
-        fault: Fault | None
-        for plan_key in ((call, key), (call, None)):
-            plan = self._plans.get(plan_key)
-            if plan:
-                fault = plan.popleft()
-                break
-        else:
-            roll = self.rate and self._random.random() < self.rate
-            fault = self._random.choice(self.kinds) if roll else None
-        if fault is not None:
-            self.injected.append((call, key, fault))
-        return fault
-
-
 # --- the HTTP side ---------------------------------------------------------------------------
 
 _BOOK: Final = web.AppKey("book", Book)
@@ -483,14 +425,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         answer = request.app[_BOOK].handle(call, body)
     except Refused as refused:
         return _error(request, refused.status, refused.code, refused.message)
-    if fault is Fault.TIMEOUT:
-        await asyncio.sleep(faults.hang_s)
-    elif fault is Fault.LATE:
-        await asyncio.sleep(faults.late_s)
-    elif fault is Fault.DROP:
-        if request.transport is not None:
-            request.transport.abort()
-        raise asyncio.CancelledError  # the connection is gone: nothing more to write
+    await suffer(fault, faults, request.transport)
     return _respond(request, HTTPStatus.OK, answer, good=fault is not Fault.BAD_SIGNATURE)
 
 
