@@ -27,7 +27,8 @@ LABEL org.opencontainers.image.title="baccarat-live" \
 # A fixed, unprivileged uid/gid (no home, no shell): file ownership is predictable on volumes
 # and Kubernetes can check runAsNonRoot.
 RUN groupadd --system --gid 10001 baccarat \
- && useradd --system --uid 10001 --gid baccarat --no-create-home --shell /usr/sbin/nologin baccarat
+ && useradd --system --uid 10001 --gid baccarat --no-create-home --shell /usr/sbin/nologin baccarat \
+ && mkdir /data && chown 10001:10001 /data  # `wallet-demo --db /data/...` (compose: a volume)
 COPY --from=build /opt/venv /opt/venv
 # The browser client, served at / by every node (nginx serves its own copy in compose).
 COPY client_demo /app/client_demo

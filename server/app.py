@@ -25,6 +25,7 @@ from server.core.rules import PRESETS, TableRules, rules_preset
 from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
 from server.runtime.collector import NodeCollector, kept_for_stats, tuning_wanted
+from server.runtime.outbox import OutboxSender
 from server.runtime.table_loop import TableLoop
 from server.store.audit import DAY_MS
 from server.store.base import Store, StoreRefused, StoreUnavailable
@@ -36,6 +37,8 @@ from server.transport.operator_api import OperatorApi, table_rows
 from server.transport.protocol import keep_connected_guests
 from server.transport.server import Listen, start_server
 from server.transport.session import SessionContext, close_all
+from server.transport.wallet_bets import WalletLink
+from server.wallet.http_client import HttpWallet
 from server.workers import serve_workers
 
 __all__ = [
@@ -80,29 +83,22 @@ def tables_of(settings: Settings) -> dict[str, TableRules]:
 
 
 def make_store(settings: Settings, clock: Clock) -> Store:
+    options: dict[str, Any] = {
+        "history_events": settings.history_events,
+        "history_rounds": settings.history_rounds,
+        "recall_rounds": settings.recall_rounds,
+        "max_bets_per_round": settings.max_bets_per_round,
+        "audit_keep_ms": settings.audit_days * DAY_MS,
+        "audit_entries": settings.audit_entries,
+        "outbox": not settings.wallet.internal,  # an HTTP wallet: credits go to the outbox
+    }
     if settings.redis:
         from server.store.redis import RedisStore  # only load redis when asked
 
-        return RedisStore.from_url(
-            settings.redis,
-            history_events=settings.history_events,
-            history_rounds=settings.history_rounds,
-            recall_rounds=settings.recall_rounds,
-            max_bets_per_round=settings.max_bets_per_round,
-            audit_keep_ms=settings.audit_days * DAY_MS,
-            audit_entries=settings.audit_entries,
-        )
+        return RedisStore.from_url(settings.redis, **options)
     from server.store.memory import MemoryStore
 
-    return MemoryStore(
-        clock.now_ms,
-        history_events=settings.history_events,
-        history_rounds=settings.history_rounds,
-        recall_rounds=settings.recall_rounds,
-        max_bets_per_round=settings.max_bets_per_round,
-        audit_keep_ms=settings.audit_days * DAY_MS,
-        audit_entries=settings.audit_entries,
-    )
+    return MemoryStore(clock.now_ms, **options)
 
 
 class Node:
@@ -140,6 +136,7 @@ class Node:
             )
             for table_id, rules in self.tables.items()
         ]
+        self.wallet, self.outbox = self._operator_wallet()
         self.ctx = self._session_context()
         self.metrics.watch_connections(self._connection_counts)
         self.server: Server | None = None
@@ -151,7 +148,20 @@ class Node:
         self._guest_keeper: asyncio.Task[None] | None = None
         # Pauses to /metrics; `baccarat serve` also tunes the collector, a test's nodes do not.
         self.collector = NodeCollector(self.metrics.gc_paused, self.ctx.sessions, tune_collector)
+        self._outbox_task: asyncio.Task[None] | None = None
         self.log = structlog.get_logger("node").bind(node=self.node_id)
+
+    def _operator_wallet(self) -> tuple[WalletLink | None, OutboxSender | None]:
+        """With --wallet-url: the operator's wallet, and this node's sender of its outbox."""
+        config = self.settings.wallet
+        if config.internal:
+            return None, None
+        wallet = HttpWallet(config.url, config.secret_bytes() or b"", config.currency,
+                            config.timeout, observe=self.metrics.wallet_call)  # fmt: skip
+        sender = OutboxSender(self.store, wallet, self.node_id, self.clock,
+                              timeout_s=config.timeout, retry_hours=config.retry_hours,
+                              metrics=self.metrics)  # fmt: skip
+        return WalletLink.of(wallet, config.timeout), sender
 
     def _session_context(self) -> SessionContext:
         """What every session on this node shares."""
@@ -168,6 +178,7 @@ class Node:
             metrics=self.metrics,
             auth=self.auth,
             max_connections_per_player=settings.max_connections_per_player,
+            wallet=self.wallet,
         )
 
     @property
@@ -212,6 +223,8 @@ class Node:
         self._sweeper = asyncio.create_task(self._sweep_guests())
         self._guest_keeper = asyncio.create_task(keep_connected_guests(self.ctx, self.clock.sleep))
         self.collector.start(self.clock.sleep)  # start-up is done: what it made is frozen
+        if self.outbox is not None:
+            self._outbox_task = asyncio.create_task(self.outbox.run())
         engine = "redis" if self.settings.redis else "memory"
         self.log.info(
             "listening",
@@ -363,7 +376,8 @@ class Node:
         if self.stopped:
             return
         self.stopped = self.draining = True
-        tasks = [*self._loop_tasks, *(t for t in (self._sweeper, self._guest_keeper) if t)]
+        helpers = (self._sweeper, self._guest_keeper, self._outbox_task)
+        tasks = [*self._loop_tasks, *(t for t in helpers if t)]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -376,6 +390,8 @@ class Node:
         if self.admin is not None:
             await self.admin.cleanup()
         await self.hub.close()
+        if self.wallet is not None:
+            await self.wallet.wallet.close()
         await self.store.close()
         await self.collector.stop()
         self.log.info("stopped")

@@ -28,7 +28,14 @@ from server.auth import Role, load_secret, mint_token
 from server.store.audit import AUDIT_PAGE, DAY_MS, AuditEntry
 from server.store.base import Store, StoreUnavailable
 
-__all__ = ["add_audit_arguments", "format_entry", "parse_since", "run_audit"]
+__all__ = [
+    "AuditFailed",
+    "add_audit_arguments",
+    "format_entry",
+    "parse_since",
+    "run_audit",
+    "token_of",
+]
 
 PROG = "baccarat audit"
 USAGE_ERROR = 2
@@ -123,7 +130,8 @@ def _from_http(url: str, token: str, player: str, since: int | None) -> Iterator
         after = page[-1].seq
 
 
-def _token(args: argparse.Namespace) -> str:
+def token_of(args: argparse.Namespace) -> str:
+    """--token, or one minted from --secret / $BACCARAT_SECRET (also `wallet-pending --url`)."""
     if args.token:
         return str(args.token)
     value = args.secret if args.secret is not None else os.environ.get("BACCARAT_SECRET")
@@ -151,7 +159,7 @@ def run_audit(args: argparse.Namespace, open_redis: OpenRedis) -> int:
         elif args.url:
             if urllib.parse.urlsplit(args.url).scheme not in ("http", "https"):
                 raise AuditFailed(f"--url must be http://HOST:PORT, not {args.url!r}")
-            entries = _from_http(args.url, _token(args), args.player, args.since)
+            entries = _from_http(args.url, token_of(args), args.player, args.since)
         else:
             raise AuditFailed(
                 "nothing to read: give --redis URL (the Redis engine's store) or --url URL (a "

@@ -397,6 +397,35 @@ def _add_verify(subparsers: argparse._SubParsersAction[_Parser]) -> None:
     parser.set_defaults(handler=_run_verify)
 
 
+# --- wallet-pending (issue 19; the command belongs to server.wallet_pending_cli) ------------
+
+
+def _run_wallet_pending(args: argparse.Namespace) -> int:
+    from server.store.redis import RedisStore  # lazy, as `serve` loads it
+    from server.wallet_pending_cli import run_wallet_pending
+
+    def open_redis(url: str, key_prefix: str) -> Store:
+        return RedisStore.from_url(url, key_prefix=key_prefix)
+
+    return run_wallet_pending(args, open_redis)
+
+
+def _add_wallet_pending(subparsers: argparse._SubParsersAction[_Parser]) -> None:
+    from server.wallet_pending_cli import add_wallet_pending_arguments
+
+    parser = subparsers.add_parser(
+        "wallet-pending",
+        help="list the debits of an operator's wallet with neither a credit nor a cancel "
+        "acknowledged",
+        description="List the debits an operator's wallet (docs/wallet.md) holds with neither a "
+        "credit nor a cancel acknowledged: in flight, in play, or in a credit or cancel the "
+        "wallet has not acknowledged (queued or parked). Read from a node's admin listener "
+        "(--url) or the Redis engine's store (--redis).",
+    )
+    add_wallet_pending_arguments(parser)
+    parser.set_defaults(handler=_run_wallet_pending)
+
+
 # --- wallet-demo (issue 19; the reference wallet belongs to server.wallet.demo) -------------
 
 WALLET_DEMO_PORT = 8780
@@ -478,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bots(subparsers)
     _add_audit(subparsers)
     _add_verify(subparsers)
+    _add_wallet_pending(subparsers)
     _add_wallet_demo(subparsers)
     return parser
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import (
     CollectorRegistry,
+    Gauge,
     Histogram,
     ProcessCollector,
     disable_created_metrics,
@@ -43,6 +44,8 @@ _FANOUT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 _BET_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # A collection stops the loop; the target is no pause over 20 ms (docs/benchmarks.md).
 _GC_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+# An operator's wallet over HTTP: milliseconds on a LAN, up to --wallet-timeout (2 s).
+_WALLET_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 class _Connections(Collector):
@@ -83,6 +86,7 @@ class Metrics:
             registry=reg,
         )
         self._gc: dict[int, Histogram] = {}
+        self._wallet(reg)
         # Label children cached: a hot path pays one dict lookup, not labels()'s validation.
         self._out: dict[str, PromCounter] = {}
         self._in: dict[str, PromCounter] = {}
@@ -160,6 +164,44 @@ class Metrics:
             registry=reg,
         )
 
+    def _wallet(self, reg: CollectorRegistry) -> None:
+        """The operator's wallet (docs/wallet.md): its calls and the outbox's backlog."""
+        self.wallet_calls = PromCounter(
+            "baccarat_wallet_calls",
+            "Calls to the operator's wallet, by call and outcome (a status, or why the "
+            "outcome is unknown: timeout, connection, http_status, conflict, signature, answer)",
+            ["call", "status"],
+            registry=reg,
+        )
+        self.wallet_latency = Histogram(
+            "baccarat_wallet_call_seconds",
+            "How long a call to the operator's wallet took, by call",
+            ["call"],
+            buckets=_WALLET_BUCKETS,
+            registry=reg,
+        )
+        self.outbox_depth = Gauge(
+            "baccarat_wallet_outbox_depth",
+            "Credits and cancels owed to the wallet, not yet acknowledged (parked included)",
+            registry=reg,
+        )
+        self.outbox_oldest = Gauge(
+            "baccarat_wallet_outbox_oldest_seconds",
+            "Age of the oldest credit or cancel owed to the wallet (0: none)",
+            registry=reg,
+        )
+        self.outbox_parked_now = Gauge(
+            "baccarat_wallet_outbox_parked",
+            "Credits and cancels parked after --wallet-retry-hours, for an operator to resolve",
+            registry=reg,
+        )
+        self.outbox_parks = PromCounter(
+            "baccarat_wallet_outbox_parks",
+            "Credits and cancels this node parked, by call",
+            ["call"],
+            registry=reg,
+        )
+
     # --- wiring ---------------------------------------------------------------------------
     def watch_connections(self, counts: ConnectionCounts) -> None:
         """Where the connections gauge reads (role, encoding) counts at each scrape."""
@@ -232,6 +274,20 @@ class Metrics:
         if child is None:
             child = self._gc[generation] = self.gc_pauses.labels(str(generation))
         child.observe(seconds)
+
+    # --- the operator's wallet ------------------------------------------------------------
+    def wallet_call(self, call: str, status: str, seconds: float) -> None:
+        """One call to the wallet answered (a status) or not (the reason)."""
+        self.wallet_calls.labels(call, status).inc()
+        self.wallet_latency.labels(call).observe(seconds)
+
+    def outbox_seen(self, depth: int, oldest_s: float, parked: int) -> None:
+        self.outbox_depth.set(depth)
+        self.outbox_oldest.set(oldest_s)
+        self.outbox_parked_now.set(parked)
+
+    def outbox_parked(self, call: str) -> None:
+        self.outbox_parks.labels(call).inc()
 
     def families(self) -> Iterable[str]:
         """Names of the families this node exports (without _total and such suffixes)."""

@@ -51,6 +51,7 @@ class BotConfig:
     run_id: str = "run"
     seed: int | None = None
     connect_timeout: float = 60.0
+    wallet: bool = False  # an operator's wallet: balances judged at the end (Ledger)
 
 
 @dataclass(slots=True)
@@ -239,6 +240,9 @@ class Bot:
                 self.ledger.on_rejected(message.get("bet_id"))
         elif kind == "settlement":
             self._settlement(message)
+        elif kind == "balance" and self.ledger is not None:
+            self.ledger.on_balance(message.get("balance"))
+            self._check_done()
 
     async def _welcome(self, message: dict[str, Any]) -> None:
         if isinstance(message.get("token"), str) and not self.shared.config.secret:
@@ -252,9 +256,13 @@ class Bot:
             await self.close()
             return
         player, balance = str(message.get("player")), message.get("balance")
+        wallet = self.shared.config.wallet
+        if not self.spectator and wallet and balance is None:
+            await self.close()  # the wallet did not answer at connect: come again
+            return
         if not self.spectator and isinstance(balance, int):
             if self.ledger is None:
-                self.ledger = Ledger(self.table, self.paytable, player, balance)
+                self.ledger = Ledger(self.table, self.paytable, player, balance, wallet)
             else:
                 self.ledger.reconnected(player, balance)
         assert self.checker is not None
@@ -422,7 +430,8 @@ class Bot:
         rounds = self.shared.config.rounds
         if self.done or rounds is None or self.checker is None:
             return
-        if self.checker.completed >= rounds and not self.outstanding:
+        settled = self.ledger is None or self.ledger.wallet_settled()
+        if self.checker.completed >= rounds and not self.outstanding and settled:
             self.done = True
             self.shared.on_done()
 
@@ -430,6 +439,7 @@ class Bot:
         """At the end of the run: settlements the stream said were due and never came."""
         if self.ledger is None or self.dropped_since_bet:
             return
+        self._mismatches(self.ledger.wallet_problems())
         for round_no in self.ledger.missing_settlements():
             detail = f"round {round_no}: ended, but no settlement for this bot's bets"
             self._report([Problem(ProblemKind.MISMATCH, self.table or "", detail)])

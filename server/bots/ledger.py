@@ -11,6 +11,12 @@ the messages arrive in (a settlement may come after the next round's first ackno
 A report whose credits are not known yet waits until they are. After a reconnect as the same
 player (a token), bets in flight are unknown: balances are not judged again until a bet of a
 round after all of those, whose balance then becomes the new origin.
+
+With an operator's wallet (`wallet`) the wallet applies a round's credit when the server's
+outbox gets it through, whenever that is, so no single report is known in advance: payouts
+are judged as always, and the balance once at the end, when every settlement and `balance`
+message has arrived: the first welcome's balance plus every settled round's credits less its
+stakes (a debit cancelled moved nothing in the end).
 """
 
 from __future__ import annotations
@@ -55,7 +61,9 @@ class _Sent:
 
 
 class Ledger:
-    def __init__(self, table: str, paytable: Paytable, player: str, balance: int) -> None:
+    def __init__(
+        self, table: str, paytable: Paytable, player: str, balance: int, wallet: bool = False
+    ) -> None:
         self.table = table
         self.paytable = paytable
         self.player = player
@@ -69,6 +77,9 @@ class Ledger:
         self.payouts_checked = 0
         self.settlements = 0
         self.settled_rounds: deque[int] = deque(maxlen=64)  # to know a settlement sent again
+        self.wallet = wallet
+        self.start = balance  # with a wallet: the first welcome's, kept across reconnects
+        self.net: dict[int, int] = {}  # with a wallet: round -> its credits less its stakes
 
     # --- what the bot does --------------------------------------------------------------
     def on_sent(self, bet_id: str, round_no: int, spot: str, amount: int) -> None:
@@ -81,7 +92,7 @@ class Ledger:
         """A new welcome: a new guest starts new books; the same player (a token) keeps its
         bets for the payout checks but its balance is judged again only from a later round."""
         if player != self.player:
-            self.__init__(self.table, self.paytable, player, balance)  # type: ignore[misc]
+            self.__init__(self.table, self.paytable, player, balance, self.wallet)  # type: ignore[misc]
             return
         for bet_id, sent in self.sent.items():  # accepted or not: no answer will tell now
             money = self.rounds.setdefault(sent.round, RoundMoney())
@@ -120,7 +131,7 @@ class Ledger:
             self._resync(sent.round, balance + money.debits)
             # The new origin is the balance before this round's bets: the round is judged.
             money.carried = False
-        if self.synced:
+        if self.synced and not self.wallet:
             self.waiting.append(_Report(sent.round, money.debits, balance))
         return problems + self._judge()
 
@@ -134,6 +145,8 @@ class Ledger:
         self.balance = balance
         money = self.rounds.get(round_no)
         credit = sum(p.get("credit", 0) for p in payouts if isinstance(p, dict))
+        staked = sum(p.get("amount", 0) for p in payouts if isinstance(p, dict))
+        self.net[round_no] = credit - staked
         if money is None:
             if not self.synced or round_no in self.settled_rounds:
                 return []  # a resent settlement, or one of bets from before a reconnect
@@ -145,7 +158,7 @@ class Ledger:
         problems = self._check_payouts(round_no, money, payouts, outcome_of(round_no))
         money.credit = credit
         self.settled_rounds.append(round_no)
-        if self.synced and not money.carried:
+        if self.synced and not money.carried and not self.wallet:
             self.waiting.append(_Report(round_no, None, balance))
         return problems + self._judge()
 
@@ -161,6 +174,23 @@ class Ledger:
             for r, m in self.rounds.items()
             if m.settled_seen and m.credit is None and not m.carried
         ]
+
+    def on_balance(self, balance: object) -> None:
+        """The wallet acknowledged a credit or a cancel: the player's balance now."""
+        if type(balance) is int:
+            self.balance = balance
+
+    def wallet_settled(self) -> bool:
+        """With a wallet: the last balance is what the settlements add up to (the last
+        `balance` message has come). Always True without one."""
+        return not self.wallet or self.balance == self.start + sum(self.net.values())
+
+    def wallet_problems(self) -> list[str]:
+        """At the end, with a wallet: the balance if it is not what the settlements add to."""
+        if self.wallet_settled():
+            return []
+        expected = self.start + sum(self.net.values())
+        return [f"{self.table}: the wallet's balance is {self.balance}, the books say {expected}"]
 
     # --- checks ---------------------------------------------------------------------------
     def _check_payouts(

@@ -99,6 +99,12 @@ def add_bots_arguments(parser: argparse.ArgumentParser) -> None:
     add("--connect-timeout", type=_seconds, default=60.0, help="handshake timeout (60)")
     add("--seed", type=int, help="seed the bots' choices (default: random)")
     add("--quiet", action="store_true", help="no progress display")
+    add(
+        "--wallet",
+        action="store_true",
+        help="the site uses an operator's wallet (docs/wallet.md): payouts are checked as "
+        "always, each bot's balance once its balance messages have arrived",
+    )
     # Set by the parent of --procs for its children: not for people.
     add("--child", action="store_true", help=argparse.SUPPRESS)
     add("--first-bot", type=_count, default=0, help=argparse.SUPPRESS)

@@ -68,6 +68,7 @@ def config_from_args(args: argparse.Namespace, secret: str | None) -> BotConfig:
         run_id=args.run_id or secrets.token_hex(3),
         seed=args.seed,
         connect_timeout=args.connect_timeout,
+        wallet=args.wallet,
     )
 
 
@@ -378,7 +379,7 @@ def _child_argv(args: argparse.Namespace, config: BotConfig, part: int, report: 
     for name, value in options.items():
         if value is not None and value != "":
             argv += [name, str(value)]
-    return argv
+    return [*argv, "--wallet"] if args.wallet else argv
 
 
 def _child_env(args: argparse.Namespace) -> dict[str, str]:

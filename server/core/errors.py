@@ -21,6 +21,13 @@ class RejectCode(StrEnum):
     RATE_LIMITED = "RATE_LIMITED"  # over the connection's bet rate (transport)
     NOT_A_PLAYER = "NOT_A_PLAYER"  # a spectator or operator connection: no wallet, no bets
     TOO_MANY_BETS = "TOO_MANY_BETS"  # the player's bets this round reached --max-bets-per-round
+    # The operator's wallet (docs/wallet.md): its refusals of a debit, verbatim, ...
+    PLAYER_BLOCKED = "PLAYER_BLOCKED"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    CANCELLED = "CANCELLED"  # this bet's debit was cancelled before: use another bet_id
+    # ... a debit whose outcome is unknown (cancelled), or no wallet to answer
+    WALLET_UNAVAILABLE = "WALLET_UNAVAILABLE"
+    BAD_BET_ID = "BAD_BET_ID"  # with an operator's wallet a bet_id must not contain ':'
 
 
 class BetRejected(Exception):

@@ -27,6 +27,7 @@ from server.core.recall import RoundSummary
 from server.core.rules import TableRules
 from server.core.table import TableState
 from server.store.audit import AUDIT_PAGE, AuditEntry
+from server.store.outbox import BalanceNotice, EntryState, OutboxEntry, OutboxStats
 from server.store.wallet import Wallet
 from server.wire.shapes import PayoutView, TableEvent
 
@@ -48,6 +49,8 @@ __all__ = [
     "Store",
     "StoreDataError",
     "StoreUnavailable",
+    "debit_in_outbox",
+    "debit_taken",
     "entropy_already_sent",
     "entropy_closed",
     "entropy_full",
@@ -94,6 +97,24 @@ def entropy_full() -> EntropyRefused:
 def too_many_bets(limit: int) -> BetRejected:
     """The refusal of a player's bet beyond `limit` accepted in one round (both engines)."""
     return BetRejected(RejectCode.TOO_MANY_BETS, f"at most {limit} bets per player in one round")
+
+
+def debit_in_outbox(state: EntryState) -> BetRejected:
+    """The refusal of a bet whose debit is held (in flight: retry) or being cancelled."""
+    if state is EntryState.HOLD:
+        return BetRejected(
+            RejectCode.WALLET_UNAVAILABLE, "this bet_id's debit is still in flight; retry"
+        )
+    return BetRejected(
+        RejectCode.CANCELLED, "this bet_id's debit was cancelled; send the bet with a new bet_id"
+    )
+
+
+def debit_taken() -> BetRejected:
+    """The refusal of a bet whose debit answered after its hold was taken for a cancel."""
+    return BetRejected(
+        RejectCode.WALLET_UNAVAILABLE, "the wallet answered too late: the debit is cancelled"
+    )
 
 
 def new_epoch() -> str:
@@ -302,16 +323,88 @@ class Store(Wallet):
         without one are left out."""
 
     @abc.abstractmethod
-    def settled_notices(self) -> AbstractAsyncContextManager[AsyncIterator[SettledNotice]]:
+    def settled_notices(
+        self,
+    ) -> AbstractAsyncContextManager[AsyncIterator[SettledNotice | BalanceNotice]]:
         """Hear of every round settled or voided from now on, on every node of this store: a
         commit that credits payouts sends one SettledNotice naming the players it credited
-        (a round settled in slices sends one per slice, before the round's own event).
+        (a round settled in slices sends one per slice, before the round's own event). With
+        an operator's wallet, a BalanceNotice for each credit or cancel it acknowledged.
 
         `async with store.settled_notices() as notices: async for notice in notices: ...`
         Entering subscribes (the subscription is live once it returns); leaving stops.
         At most once: a notice sent while no one listens, or while the connection is down,
         is lost (the settlement itself is kept: resume and `history` still give it).
         StoreUnavailable from entering or iterating: the subscription is gone; enter again."""
+
+    # --- the operator's wallet (issue 19; server/store/outbox.py) ----------------------------
+    # Only a store made with outbox=True (an HTTP wallet): then `commit` moves no money but
+    # writes the round's credits (or a voided round's cancels) to the outbox, and bets go
+    # hold_debit -> the wallet's debit -> record_debit or release_debit instead of place_bet.
+    @abc.abstractmethod
+    async def hold_debit(
+        self,
+        table_id: str,
+        player: str,
+        round_no: object,
+        bet_id: str,
+        spot: object,
+        amount: object,
+        hold_ms: int,
+    ) -> BetReceipt | None:
+        """Check the bet as place_bet does but the balance (window, round, spot, max bets,
+        limits), then write its debit's hold (the cancel unless recorded, due in `hold_ms`),
+        in one atomic step; None when held. A bet_id already recorded returns its receipt
+        (nothing held). BetRejected for a failed check; WALLET_UNAVAILABLE while this
+        bet_id's debit is held already (in flight), CANCELLED once it was cancelled."""
+
+    @abc.abstractmethod
+    async def record_debit(
+        self,
+        table_id: str,
+        player: str,
+        round_no: object,
+        bet_id: str,
+        spot: object,
+        amount: object,
+        balance: int,
+    ) -> BetReceipt:
+        """The wallet took the debit (its answer's balance): check the bet again and record
+        it (no money moves in the store), dropping its hold, in one atomic step. If a check
+        fails now (the window closed meanwhile: BETTING_CLOSED), or the hold is no longer
+        there to drop (a sender took it: WALLET_UNAVAILABLE), the debit's cancel is queued
+        and BetRejected raised."""
+
+    @abc.abstractmethod
+    async def release_debit(
+        self, table_id: str, player: str, round_no: int, bet_id: str, cancel: bool
+    ) -> None:
+        """The debit was refused (cancel=False: the hold is dropped) or its outcome is unknown
+        (cancel=True: the hold becomes a cancel, due now). Nothing if it is no longer held."""
+
+    @abc.abstractmethod
+    async def claim_outbox(self, owner: str, limit: int, claim_ms: int) -> list[OutboxEntry]:
+        """Up to `limit` due entries (holds past their time become cancels), each claimed by
+        `owner` for `claim_ms`: no other claim hands it out before then."""
+
+    @abc.abstractmethod
+    async def outbox_done(self, entry: OutboxEntry, balance: int) -> bool:
+        """The wallet acknowledged the entry: forget it and publish the player's balance
+        (a BalanceNotice). False if it was gone already (another sender acknowledged it)."""
+
+    @abc.abstractmethod
+    async def outbox_retry(
+        self, entry: OutboxEntry, owner: str, delay_ms: int, park_after_ms: int
+    ) -> EntryState | None:
+        """A send failed: due again in `delay_ms`, or PARKED (sent no more) when the entry is
+        `park_after_ms` old. None if `owner` no longer holds the entry's claim."""
+
+    @abc.abstractmethod
+    async def outbox_entries(self) -> list[OutboxEntry]:
+        """Every entry, held, queued or parked (baccarat wallet-pending), oldest first."""
+
+    @abc.abstractmethod
+    async def outbox_stats(self) -> OutboxStats: ...
 
     # --- events ---------------------------------------------------------------------------
     @abc.abstractmethod

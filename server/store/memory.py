@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Collection
 
-from server.core.bets import Bet, BetTotals, Payout, parse_spot, verify_bet
+from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot, verify_bet
 from server.core.errors import BetRejected, RejectCode
 from server.core.events import EventPayload, entropy_accepted
 from server.core.recall import RoundSummary
@@ -35,6 +35,8 @@ from server.store.base import (
     Settlement,
     Snapshot,
     StaleWrite,
+    debit_in_outbox,
+    debit_taken,
     entropy_already_sent,
     entropy_closed,
     entropy_full,
@@ -42,10 +44,12 @@ from server.store.base import (
     too_many_bets,
 )
 from server.store.codec import state_from_bytes, state_to_bytes
+from server.store.memory_outbox import MemoryOutbox
 from server.store.memory_records import PlayerRecord, RoundRecord, TableRecord, header_of
-from server.store.memory_wallet import MemoryWallet
+from server.store.outbox import BalanceNotice, hold_of, round_entries
 from server.store.recall import history_record, record_body
 from server.store.wallet import DEFAULT_RECALL_ROUNDS
+from server.wallet.protocol import MAX_AMOUNT, debit_id
 from server.wire.envelope import stamp
 from server.wire.shapes import payout_view
 
@@ -54,9 +58,10 @@ __all__ = ["MemoryStore"]
 # Notices queued per listener that is not reading; more are dropped (at most once, as with
 # Redis pub/sub, which cuts a subscriber whose output buffer is full).
 NOTICES_QUEUED = 10_000
+Notice = SettledNotice | BalanceNotice
 
 
-class MemoryStore(MemoryWallet):
+class MemoryStore(MemoryOutbox):
     def __init__(
         self,
         now_ms: Callable[[], int],
@@ -67,15 +72,17 @@ class MemoryStore(MemoryWallet):
         *,
         audit_keep_ms: int = DEFAULT_AUDIT_KEEP_MS,
         audit_entries: int = DEFAULT_AUDIT_ENTRIES,
+        outbox: bool = False,
     ) -> None:
-        super().__init__(now_ms, audit_keep_ms, audit_entries)  # the wallet's records
+        # The wallet's records; with `outbox` (an HTTP wallet) the wallet's outbox instead.
+        super().__init__(now_ms, audit_keep_ms, audit_entries, outbox)
         self._max_bets = max(max_bets_per_round, 1)
         self._history_events = history_events
         self._history_rounds = max(history_rounds, 1)
         self._recall_rounds = max(recall_rounds, 1)
         self._tables: dict[str, TableRecord] = {}
         self._paused: set[str] = set()  # tables an operator asked to pause
-        self._listeners: set[asyncio.Queue[SettledNotice]] = set()  # settled_notices()
+        self._listeners: set[asyncio.Queue[Notice]] = set()  # settled_notices()
 
     def _table(self, table_id: str) -> TableRecord:
         table = self._tables.get(table_id)
@@ -145,32 +152,59 @@ class MemoryStore(MemoryWallet):
         if held is not None:
             # The same bet_id again: the first answer, no second debit.
             return table.rounds[held].receipts[key]
-        verify_bet_window(table.header, round_no, self._now_ms())
-        spot_ = parse_spot(spot)
-        record = self._round(table, table.header.round)
-        if len(record.mine.get(player, ())) >= self._max_bets:
-            raise too_many_bets(self._max_bets)
         player_record = self._players.get(player)
         balance = player_record.balance if player_record else 0
-        on_spot = record.stakes.get((player, spot_), 0)
-        verify_bet(table.rules.limits, spot_, amount, on_spot, balance)
+        record, spot_, on_spot = self._check_bet(table, player, round_no, spot, amount, balance)
         assert isinstance(amount, int) and player_record is not None  # balance >= amount > 0
         player_record.balance -= amount
         self._balances -= amount
         player_record.in_play += amount
         self._seen(player_record)
         self._in_play += amount
-        placed = Bet(bet_id, player, spot_, amount)
-        record.bets.append(placed)
-        record.mine.setdefault(player, []).append(placed)
-        record.stakes[(player, spot_)] = on_spot + amount
-        record.totals[spot_.value] = record.totals.get(spot_.value, 0) + amount
-        receipt = BetReceipt(
-            table_id, table.header.round, bet_id, spot_.value, amount, balance - amount
-        )
+        after = balance - amount
+        receipt = self._record_bet(table, record, key, spot_, amount, on_spot, after)
         self._audit.append(
             "bet", player, -amount, balance - amount, table_id, receipt.round, bet_id
         )
+        return receipt
+
+    def _check_bet(
+        self,
+        table: TableRecord,
+        player: str,
+        round_no: object,
+        spot: object,
+        amount: object,
+        balance: int,
+    ) -> tuple[RoundRecord, Spot, int]:
+        """place_bet's checks, in its order: window, spot, bets this round, limits, balance."""
+        verify_bet_window(table.header, round_no, self._now_ms())
+        spot_ = parse_spot(spot)
+        record = self._round(table, table.header.round)
+        if len(record.mine.get(player, ())) >= self._max_bets:
+            raise too_many_bets(self._max_bets)
+        on_spot = record.stakes.get((player, spot_), 0)
+        verify_bet(table.rules.limits, spot_, amount, on_spot, balance)
+        return record, spot_, on_spot
+
+    @staticmethod
+    def _record_bet(
+        table: TableRecord,
+        record: RoundRecord,
+        key: tuple[str, str],  # (player, bet_id)
+        spot: Spot,
+        amount: int,
+        on_spot: int,
+        balance: int,
+    ) -> BetReceipt:
+        player, bet_id = key
+        placed = Bet(bet_id, player, spot, amount)
+        record.bets.append(placed)
+        record.mine.setdefault(player, []).append(placed)
+        record.stakes[(player, spot)] = on_spot + amount
+        record.totals[spot.value] = record.totals.get(spot.value, 0) + amount
+        header = table.header
+        receipt = BetReceipt(header.table_id, header.round, bet_id, spot.value, amount, balance)
         record.receipts[key] = receipt
         table.receipt_rounds[key] = receipt.round
         return receipt
@@ -200,6 +234,70 @@ class MemoryStore(MemoryWallet):
     async def shoe_entropy(self, table_id: str, shoe: int) -> list[str]:
         number, values = self._table(table_id).entropy
         return list(values.values()) if number == shoe else []
+
+    # --- bets with an operator's wallet (server/store/outbox.py) ------------------------------
+    async def hold_debit(
+        self,
+        table_id: str,
+        player: str,
+        round_no: object,
+        bet_id: str,
+        spot: object,
+        amount: object,
+        hold_ms: int,
+    ) -> BetReceipt | None:
+        table = self._table(table_id)
+        held = table.receipt_rounds.get((player, bet_id))
+        if held is not None:
+            return table.rounds[held].receipts[(player, bet_id)]
+        self._check_bet(table, player, round_no, spot, amount, MAX_AMOUNT)
+        assert isinstance(amount, int)
+        entry = hold_of(table_id, table.header.round, player, bet_id, amount)
+        slot = self._outbox.get(entry.key)
+        if slot is not None:
+            raise debit_in_outbox(slot.entry.state)
+        self._hold(entry, hold_ms)
+        return None
+
+    async def record_debit(
+        self,
+        table_id: str,
+        player: str,
+        round_no: object,
+        bet_id: str,
+        spot: object,
+        amount: object,
+        balance: int,
+    ) -> BetReceipt:
+        table = self._table(table_id)
+        assert isinstance(round_no, int) and isinstance(amount, int)  # as held
+        slot = self._held(hold_of(table_id, round_no, player, bet_id, amount).key)
+        if slot is None:
+            raise debit_taken()
+        try:
+            record, spot_, on_spot = self._check_bet(
+                table, player, round_no, spot, amount, MAX_AMOUNT
+            )
+        except BetRejected:
+            self._queue_hold(slot)
+            raise
+        del self._outbox[slot.entry.key]
+        self._wallet_balances[player] = balance
+        if (player_record := self._players.get(player)) is not None:
+            self._seen(player_record)
+        key = (player, bet_id)
+        return self._record_bet(table, record, key, spot_, amount, on_spot, balance)
+
+    async def release_debit(
+        self, table_id: str, player: str, round_no: int, bet_id: str, cancel: bool
+    ) -> None:
+        slot = self._held(f"cancel:{debit_id(table_id, round_no, player, bet_id)}")
+        if slot is None:
+            return
+        if cancel:
+            self._queue_hold(slot)
+        else:
+            del self._outbox[slot.entry.key]
 
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
         record = self._table(table_id).rounds.get(round_no)
@@ -233,14 +331,14 @@ class MemoryStore(MemoryWallet):
             self._notify(SettledNotice(state.table_id, state.round, paid))
         return appended
 
-    def _notify(self, notice: SettledNotice) -> None:
+    def _notify(self, notice: Notice) -> None:
         for queue in self._listeners:
             with contextlib.suppress(asyncio.QueueFull):  # a listener that stopped reading
                 queue.put_nowait(notice)
 
     @contextlib.asynccontextmanager
-    async def settled_notices(self) -> AsyncIterator[AsyncIterator[SettledNotice]]:
-        queue: asyncio.Queue[SettledNotice] = asyncio.Queue(NOTICES_QUEUED)
+    async def settled_notices(self) -> AsyncIterator[AsyncIterator[Notice]]:
+        queue: asyncio.Queue[Notice] = asyncio.Queue(NOTICES_QUEUED)
         self._listeners.add(queue)
         try:
             yield _drain(queue)
@@ -255,35 +353,53 @@ class MemoryStore(MemoryWallet):
         summary: RoundSummary | None,
     ) -> tuple[str, ...]:
         """Credit each player's payouts and record its settlement, but for a player who has a
-        settlement of this round already (see Store.commit); returns the players credited."""
+        settlement of this round already (see Store.commit); returns the players credited.
+        With an HTTP wallet (`outbox`) no money moves here: what the round owes each player
+        goes to the outbox, and the settlement shows the wallet's latest balance."""
         by_player: dict[str, list[Payout]] = {}
         for payout in payouts:
             by_player.setdefault(payout.player, []).append(payout)
         record = self._round(table, state.round)
         now = self._now_ms()
         kind = paying_kind(state, summary)
+        owed = (
+            round_entries(state.table_id, state.round, payouts, kind == "refund")
+            if self.outbox
+            else {}
+        )
         paid = []
         for player, mine in by_player.items():
             if player in record.settlements:
                 continue
             paid.append(player)
-            credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
             # A bettor has a record: it cannot expire while its stake is in play.
             wallet = self._players.setdefault(player, PlayerRecord(0))
-            wallet.balance += credit
-            self._balances += credit
-            wallet.in_play = max(wallet.in_play - staked, 0)
-            self._in_play -= staked
-            self._house += staked - credit
-            self._audit.append(kind, player, credit, wallet.balance, state.table_id, state.round)
+            if self.outbox:
+                self._owe(owed[player])
+                balance = self._wallet_balances.get(player, 0)
+            else:
+                balance = self._pay(wallet, player, mine, kind, state)
             record.settlements[player] = Settlement(
-                state.table_id, state.round, [payout_view(p) for p in mine], wallet.balance
+                state.table_id, state.round, [payout_view(p) for p in mine], balance
             )
             body = record_body(state.table_id, state.round, mine, summary)
-            wallet.history.appendleft(history_record(body, now, wallet.balance))
+            wallet.history.appendleft(history_record(body, now, balance))
             while len(wallet.history) > self._recall_rounds:
                 wallet.history.pop()
         return tuple(paid)
+
+    def _pay(
+        self, wallet: PlayerRecord, player: str, mine: list[Payout], kind: str, state: TableState
+    ) -> int:
+        """The internal wallet: the payouts to the balance, the stakes out of play."""
+        credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
+        wallet.balance += credit
+        self._balances += credit
+        wallet.in_play = max(wallet.in_play - staked, 0)
+        self._in_play -= staked
+        self._house += staked - credit
+        self._audit.append(kind, player, credit, wallet.balance, state.table_id, state.round)
+        return wallet.balance
 
     async def settlement(self, table_id: str, round_no: int, player: str) -> Settlement | None:
         record = self._table(table_id).rounds.get(round_no)
@@ -398,6 +514,6 @@ class MemoryStore(MemoryWallet):
         return self._now_ms()
 
 
-async def _drain(queue: asyncio.Queue[SettledNotice]) -> AsyncIterator[SettledNotice]:
+async def _drain(queue: asyncio.Queue[Notice]) -> AsyncIterator[Notice]:
     while True:
         yield await queue.get()

@@ -52,6 +52,7 @@ from server.store.codec import (
     state_to_bytes,
     unpackb,
 )
+from server.store.outbox import round_entries
 from server.store.recall import record_body
 from server.store.redis_audit import RedisAudit
 from server.store.redis_bets import BetBatches, refuse, round_arg
@@ -60,6 +61,7 @@ from server.store.redis_entropy import RedisEntropy
 from server.store.redis_events import RedisEvents
 from server.store.redis_guests import RedisGuests
 from server.store.redis_notices import RedisNotices
+from server.store.redis_outbox import RedisOutbox, owed_arg
 from server.store.redis_replies import as_bytes, totals_of, unknown_table
 from server.store.redis_wallet import RedisWallet
 from server.store.wallet import DEFAULT_RECALL_ROUNDS
@@ -70,7 +72,9 @@ __all__ = ["RedisStore"]
 ROUND_BETS_PAGE = 1000  # bets one read of a round's list takes (and the node decodes at once)
 
 
-class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices, RedisEntropy):
+class RedisStore(
+    RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices, RedisEntropy, RedisOutbox
+):
     def __init__(
         self,
         url: str,
@@ -85,6 +89,7 @@ class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices
         max_connections: int = 64,
         audit_keep_ms: int = DEFAULT_AUDIT_KEEP_MS,
         audit_entries: int = DEFAULT_AUDIT_ENTRIES,
+        outbox: bool = False,
     ) -> None:
         super().__init__(
             url,
@@ -100,6 +105,7 @@ class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices
         self._max_bets = max(max_bets_per_round, 1)
         self._bets = BetBatches(self._submit_bets)
         self._rules_cache: dict[bytes, TableRules] = {}
+        self._start_outbox(outbox)  # with an HTTP wallet, bets and commits use the outbox
 
     @classmethod
     def from_url(
@@ -113,6 +119,7 @@ class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices
         key_prefix: str = "bac",
         audit_keep_ms: int = DEFAULT_AUDIT_KEEP_MS,
         audit_entries: int = DEFAULT_AUDIT_ENTRIES,
+        outbox: bool = False,
     ) -> RedisStore:
         return cls(
             url,
@@ -123,6 +130,7 @@ class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices
             key_prefix=key_prefix,
             audit_keep_ms=audit_keep_ms,
             audit_entries=audit_entries,
+            outbox=outbox,
         )
 
     # --- tables -------------------------------------------------------------------------
@@ -225,8 +233,11 @@ class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices
         return self._submit_script(
             "place_bet",
             [table.state, table.rounds, self._keys.ledger, *self._keys.guests, *keys],
-            [table_id, table.prefix, self._history[1], self._max_bets, *self._audit_keep, *args],
+            [*self._bet_args(table_id, table.prefix), "", "", *args],  # "": the internal wallet
         )
+
+    def _bet_args(self, table_id: str, prefix: str) -> list[object]:
+        return [table_id, prefix, self._history[1], self._max_bets, *self._audit_keep]
 
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
         # Read and decoded a page at a time: the node's loop runs other work between pages
@@ -273,13 +284,20 @@ class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices
         for payload in events:
             args += template(table_id, state.round, payload)
         players = []
+        # With an HTTP wallet a player's "balance" is the wallet's latest (outbox.py).
+        kinds = ("wallet" if self.outbox else "balance", "in_play", "history", "audit")
         for player, mine in _by_player(payouts or []).items():
             credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
             args += [player, credit, -staked, staked - credit, packb([p.to_dict() for p in mine])]
             args.append(packb(record_body(table_id, state.round, mine, summary)))
-            kinds = ("balance", "in_play", "history", "audit")
             players += [self._player_key(player, kind) for kind in kinds]
-        args += [paying_kind(state, summary), *self._audit_keep]  # its audit entries
+        kind = paying_kind(state, summary)
+        if self.outbox and payouts:
+            owed = round_entries(table_id, state.round, payouts, kind == "refund")
+            args += [self._keys.outbox, owed_arg(owed)]
+        else:
+            args += ["", ""]
+        args += [kind, *self._audit_keep]  # its audit entries
         args.append(self._keys.settled)  # a paying commit publishes its notice there
         script_keys = [keys.state, keys.stream, keys.rounds, self._keys.ledger, *players]
         reply = await self._run("commit", script_keys, args)
@@ -368,7 +386,8 @@ class RedisStore(RedisWallet, RedisAudit, RedisGuests, RedisEvents, RedisNotices
         return int(seconds) * 1000 + int(micros) // 1000
 
     async def close(self) -> None:
-        await self._bets.close()
+        for batches in (self._bets, self._holds, self._records):
+            await batches.close()
         await super().close()
 
 

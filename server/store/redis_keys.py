@@ -40,6 +40,11 @@ class KeyLayout:
         # The guests' expiries (zset, by the store's clock) and their TTLs (hash).
         self.guests = (f"{key_prefix}:guests", f"{key_prefix}:guest_ttl")
         self.settled = f"{key_prefix}:settled"  # pub/sub: a paying commit's notice
+        # The wallet outbox (server/store/outbox.py): one hash per entry under `outbox`
+        # (`<outbox>e:<key>`), and the zsets of entries by next attempt (or claim's end), by
+        # creation (queued ones), and the parked ones by creation.
+        self.outbox = f"{key_prefix}:outbox:"
+        self.outbox_sets = (self.outbox + "due", self.outbox + "age", self.outbox + "parked")
         self._tables: dict[str, TableKeys] = {}
 
     def table(self, table_id: str) -> TableKeys:

@@ -15,6 +15,7 @@ from redis.backoff import NoBackoff
 
 from server.store.base import SettledNotice, StoreUnavailable
 from server.store.codec import unpackb
+from server.store.outbox import BalanceNotice
 from server.store.redis_base import RedisBase
 from server.store.redis_client import reachable
 
@@ -28,7 +29,9 @@ NOTICE_HEALTH_S = 10  # a listener with nothing to read PINGs this often, to not
 
 class RedisNotices(RedisBase):
     @contextlib.asynccontextmanager
-    async def settled_notices(self) -> AsyncIterator[AsyncIterator[SettledNotice]]:
+    async def settled_notices(
+        self,
+    ) -> AsyncIterator[AsyncIterator[SettledNotice | BalanceNotice]]:
         # A connection of its own, which fails at once instead of reconnecting quietly: a
         # subscription lost while Redis was away must be seen (and entered again) by the caller.
         options = self._options()
@@ -57,7 +60,7 @@ class RedisNotices(RedisBase):
             raise StoreUnavailable("redis did not confirm the subscription") from exc
 
     @staticmethod
-    async def _notices(pubsub: Any) -> AsyncIterator[SettledNotice]:
+    async def _notices(pubsub: Any) -> AsyncIterator[SettledNotice | BalanceNotice]:
         while True:
             with reachable():
                 message = await pubsub.get_message(
@@ -72,10 +75,14 @@ class RedisNotices(RedisBase):
             yield notice
 
 
-def notice_of(data: bytes) -> SettledNotice | None:
-    """The notice a commit script published ([table, round, [player, ...]]), or None."""
+def notice_of(data: bytes) -> SettledNotice | BalanceNotice | None:
+    """The notice a commit script published ([table, round, [player, ...]]), or outbox_done
+    (['balance', player, balance, table, round, settled]), or None."""
     try:
-        table_id, round_no, players = unpackb(data)
+        notice = unpackb(data)
+        if isinstance(notice, list) and len(notice) == 6 and notice[0] == "balance":
+            return balance_notice_of(notice)
+        table_id, round_no, players = notice
     except Exception:  # any bytes at all may arrive on a pub/sub channel
         return None
     if (
@@ -86,3 +93,12 @@ def notice_of(data: bytes) -> SettledNotice | None:
     ):
         return None
     return SettledNotice(table_id, round_no, tuple(players))
+
+
+def balance_notice_of(notice: list[Any]) -> BalanceNotice | None:
+    _, player, balance, table_id, round_no, settled = notice
+    if not (isinstance(player, str) and isinstance(table_id, str)):
+        return None
+    if type(balance) is not int or type(round_no) is not int:
+        return None
+    return BalanceNotice(player, balance, table_id, round_no, bool(settled))

@@ -35,6 +35,10 @@ SCRIPTS = (
     "move_money",
     "keep_guests",
     "expire_guests",
+    "outbox_claim",
+    "outbox_done",
+    "outbox_retry",
+    "outbox_release",
 )
 
 

@@ -16,6 +16,7 @@ from server.metrics import Metrics
 from server.store.base import Store
 from server.transport.hub import Hub
 from server.transport.limits import RateLimits
+from server.transport.wallet_bets import WalletLink
 from server.wire.messages import ErrorCode, ErrorReply
 
 __all__ = ["SessionContext"]
@@ -44,6 +45,8 @@ class SessionContext:
     # Failures (bugs) already logged with a traceback: later ones get one line each, so a
     # client repeating the frame that triggers a bug cannot fill the log.
     failures_logged: set[str] = field(default_factory=set)
+    # The operator's wallet (docs/wallet.md); None: the internal wallet, the store's balances.
+    wallet: WalletLink | None = None
 
     @property
     def guest_ttl_ms(self) -> int:

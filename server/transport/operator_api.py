@@ -7,6 +7,8 @@ valid token of another role 403. Answers are JSON; a refusal is `{"error": code,
 - `GET /api/players/{id}`: the player's balance and latest operator movements.
 - `GET /api/players/{id}/audit?since=MS&after=SEQ&limit=N`: a page of the player's audit log,
   oldest first (server/store/audit.py); `baccarat audit --url` pages through it.
+- `GET /api/wallet/pending?table=T`: the debits an operator's wallet holds with neither a
+  credit nor a cancel acknowledged (server/store/pending.py; `baccarat wallet-pending --url`).
 - `POST /api/players/{id}/credit` and `/debit` with `{"amount": 500, "idempotency_key": "k-1"}`:
   move money (the same key twice moves it once; a debit beyond the balance is 409, and so is
   a movement that would take a ledger counter past 2**63 - 1, `ledger_limit`).
@@ -36,6 +38,7 @@ from server.auth import AuthError, AuthPolicy, check_player_id
 from server.metrics import Metrics
 from server.store.audit import AUDIT_PAGE, parse_seq
 from server.store.base import StateUnreadable, Store, StoreUnavailable
+from server.store.pending import wallet_pending
 from server.store.wallet import MOVEMENTS_KEPT, InsufficientFunds, LedgerLimit, check_movement
 
 __all__ = [
@@ -159,6 +162,9 @@ class OperatorApi:
             return await self._audit(_player_id(route[1]), request.query)
         if action == "tables":
             return json_response({"tables": await self.tables()})
+        if action == "wallet_pending":
+            pending = await wallet_pending(self.store, request.query.get("table") or None)
+            return json_response({"pending": [debit.to_dict() for debit in pending]})
         if action in ("pause", "resume"):
             return await self._pause(route[1], action == "pause", operator)
         raise AssertionError(action)  # _action knows every route
@@ -280,6 +286,7 @@ _ROUTES: dict[tuple[str, ...], tuple[str, str]] = {
     ("players", "*", "debit"): ("POST", "debit"),
     ("players", "*", "audit"): ("GET", "audit"),
     ("tables",): ("GET", "tables"),
+    ("wallet", "pending"): ("GET", "wallet_pending"),
     ("tables", "*", "pause"): ("POST", "pause"),
     ("tables", "*", "resume"): ("POST", "resume"),
 }

@@ -37,6 +37,7 @@ from server.transport import betting, entropy, joins, recall
 from server.transport.context import SessionContext
 from server.transport.limits import ConnectionLimits, Kind, Verdict
 from server.transport.port import FLOOD_CLOSE_CODE, Port
+from server.transport.wallet_bets import wallet_balance
 from server.wire import shapes
 from server.wire.messages import (
     Bet,
@@ -131,7 +132,11 @@ class PlayerSession:
         balance = None
         if self.player is not None:
             ttl = self.ctx.guest_ttl_ms if self.identity.guest else None
-            balance = await self.ctx.store.ensure_player(self.player, self.ctx.initial_balance, ttl)
+            wallet = self.ctx.wallet
+            initial = self.ctx.initial_balance if wallet is None else 0  # the wallet's money
+            balance = await self.ctx.store.ensure_player(self.player, initial, ttl)
+            if wallet is not None:
+                balance = await wallet_balance(wallet, self.player)
             if self.identity.guest:
                 self.ctx.guests[self.player] += 1
                 self._kept = True

@@ -17,6 +17,10 @@ A settlement reaches a player's sessions on this node by three paths, all here:
 Two paths may bring the same settlement to one session (a feed and a resume, say): `send_once`
 sends each (table, round) once per session. The sessions are this module's `Recipient`s: a
 player, a port, and the memo of what it was sent.
+
+With an operator's wallet the store's notices also say when the wallet acknowledged a credit
+or a cancel (a BalanceNotice): each session of the player here gets `{"type": "balance"}`,
+after the round's settlement when the credit belongs to one (`on_balance`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Protocol
 
 from server.runtime.slices import SLICE
 from server.store.base import SettledNotice, Settlement, StoreUnavailable
+from server.store.outbox import BalanceNotice
 from server.transport.feed import FeedHost, Subscriber, TableFeed
 from server.transport.port import Port
 from server.transport.tasks import Tasks, table_task
@@ -45,6 +50,9 @@ SERVED_ROUNDS = 256
 SETTLEMENTS_FIRST_READ = 8
 SETTLEMENTS_READ_MAX = 1000
 NOTICES_PAUSE_S = 0.5  # the notice listener's pause after a store error, before it listens again
+# Balances acknowledged before their round's settlement reached a session here, kept to send
+# right after it (the oldest forgotten first).
+BALANCES_KEPT = 1024
 
 
 class Recipient(Subscriber, Protocol):
@@ -104,6 +112,8 @@ class Settlements:
         self.notices_live = asyncio.Event()  # set while that listener is subscribed
         self._served: OrderedDict[tuple[str, int], set[str]] = OrderedDict()  # see _note_served
         self._deferred: OrderedDict[tuple[str, int], set[str]] = OrderedDict()  # see on_settled
+        # (player, table, round) -> a balance to send after that settlement (see on_balance)
+        self._balances: OrderedDict[tuple[str, str, int], int] = OrderedDict()
 
     # --- the players' sessions on this node ----------------------------------------------
     def register(self, sub: Recipient) -> None:
@@ -175,7 +185,10 @@ class Settlements:
                         self.log.info("settled_notices_resumed", failures=failures)
                         failures = 0
                     async for notice in notices:
-                        self.on_settled(notice)
+                        if isinstance(notice, BalanceNotice):
+                            self.on_balance(notice)
+                        else:
+                            self.on_settled(notice)
             except asyncio.CancelledError:
                 raise
             except StoreUnavailable as error:
@@ -216,6 +229,31 @@ class Settlements:
         if wanted:
             self._spawn_delivery(notice.table, notice.round, set(), wanted)
 
+    def on_balance(self, notice: BalanceNotice) -> None:
+        """The wallet acknowledged a credit or cancel of the player: its sessions here get
+        the balance now, or, those not yet sent the settlement the credit belongs to, right
+        after it (so a settlement's older balance never shows last)."""
+        sessions = self.players.get(notice.player)
+        if not sessions:
+            return
+        key = (notice.table, notice.round)
+        message = shapes.balance(notice.balance)
+        for sub in sessions:
+            if notice.settled and (sub.settled is None or key not in sub.settled):
+                self._balances[(notice.player, *key)] = notice.balance
+                while len(self._balances) > BALANCES_KEPT:
+                    self._balances.popitem(last=False)
+            else:
+                sub.port.send(message)
+
+    def _delivered(self, sub: Recipient, settlement: Settlement) -> None:
+        """Deliver a settlement, then the balance the wallet acknowledged after it, if any."""
+        self.deliver(sub, settlement)
+        if self._balances and sub.player is not None:
+            later = self._balances.get((sub.player, settlement.table, settlement.round))
+            if later is not None:
+                sub.port.send(shapes.balance(later))
+
     # --- path 3: resume after a catch-up -------------------------------------------------
     async def resume(self, sub: Recipient, table_id: str, rounds: Sequence[int]) -> None:
         """After a catch-up that settled rounds: the player's settlement of each (a bet placed
@@ -227,7 +265,7 @@ class Settlements:
             for round_no in list(dict.fromkeys(rounds))[-HISTORY_MAX:]:
                 found = await self.hub.store.settlement(table_id, round_no, sub.player)
                 if found is not None:
-                    self.deliver(sub, found)
+                    self._delivered(sub, found)
         except StoreUnavailable:
             self.hub.metrics.store_error("session")
             self.log.warning("resume_settlements_not_sent", table=table_id)
@@ -281,7 +319,7 @@ class Settlements:
         targets = self.sessions_of(player) | {s for s in bettors if s.player == player}
         for sub in targets:
             try:
-                self.deliver(sub, settlement)
+                self._delivered(sub, settlement)
             except Exception:
                 self.log.exception(
                     "settlement_not_delivered",

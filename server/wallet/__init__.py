@@ -5,6 +5,7 @@
 - base.py: the `Wallet` interface, its transactions and results.
 - internal.py: the internal wallet, over the store's own balances.
 - http_client.py: the HTTP wallet, the client of an operator's wallet.
+- faults.py: the faults the reference wallet injects for tests (it waits in wall-clock time).
 - demo.py: the reference wallet (`baccarat wallet-demo`), SQLite behind the same API, with
   faults to inject for tests.
 

@@ -39,6 +39,7 @@ from server.wire.table_events import TableEvent
 
 __all__ = [
     "SERVER_MESSAGES",
+    "Balance",
     "BetAccepted",
     "BetRejected",
     "Error",
@@ -55,6 +56,7 @@ __all__ = [
     "Settlement",
     "Snapshot",
     "Welcome",
+    "balance",
     "bet_accepted",
     "bet_rejected",
     "error",
@@ -172,6 +174,13 @@ class Settlement(TypedDict):
     balance: int
 
 
+class Balance(TypedDict):
+    """The player's balance as its operator's wallet acknowledged a credit or cancel."""
+
+    type: Literal["balance"]
+    balance: int
+
+
 class Replay(TypedDict):
     type: Literal["replay"]
     table: str
@@ -207,6 +216,7 @@ ServerMessage = (
     | BetAccepted
     | BetRejected
     | Settlement
+    | Balance
     | Replay
     | History
     | TableEvent
@@ -223,6 +233,7 @@ SERVER_MESSAGES: dict[str, type] = {
     "bet_accepted": BetAccepted,
     "bet_rejected": BetRejected,
     "settlement": Settlement,
+    "balance": Balance,
     "replay": Replay,
     "history": History,
 }
@@ -360,6 +371,10 @@ def settlement(
         "payouts": list(payouts),
         "balance": balance,
     }
+
+
+def balance(amount: int) -> Balance:
+    return {"type": "balance", "balance": amount}
 
 
 def replay(table: str, round_no: int, events: Sequence[TableEvent], more: bool) -> Replay:

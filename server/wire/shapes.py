@@ -60,6 +60,7 @@ from server.wire.pieces import (
 )
 from server.wire.server_messages import (
     SERVER_MESSAGES,
+    Balance,
     BetAccepted,
     BetRejected,
     Error,
@@ -74,6 +75,7 @@ from server.wire.server_messages import (
     Settlement,
     Snapshot,
     Welcome,
+    balance,
     bet_accepted,
     bet_rejected,
     error,
@@ -115,6 +117,7 @@ __all__ = [
     "EVENTS",
     "EVENT_PAYLOADS",
     "SERVER_MESSAGES",
+    "Balance",
     "BeadCell",
     "BetAccepted",
     "BetRejected",
@@ -176,6 +179,7 @@ __all__ = [
     "TableResumedEvent",
     "TableResumedPayload",
     "Welcome",
+    "balance",
     "bet_accepted",
     "bet_rejected",
     "bet_view",

@@ -27,6 +27,7 @@ from server.store.audit import DAY_MS
 from server.store.base import Store
 from server.wire.codec import Encoding, Frame, decode, encode
 from tests.redis_server import delete_keys
+from tests.wallet.conftest import make_demo  # noqa: F401 - the reference wallet, for wallet tests
 
 SCALE = float(os.environ.get("TEST_TIMEOUT_SCALE", "1"))
 TABLE = "t1"
@@ -152,6 +153,7 @@ async def make_node(request: pytest.FixtureRequest) -> AsyncIterator[NodeFactory
                     max_bets_per_round=settings.max_bets_per_round,
                     audit_keep_ms=settings.audit_days * DAY_MS,
                     audit_entries=settings.audit_entries,
+                    outbox=not settings.wallet.internal,  # an HTTP wallet
                 )
             return await stack.enter_async_context(Node(settings, store=store))
 

@@ -55,7 +55,7 @@ def test_every_message_type_has_its_shape() -> None:
     }
     assert set(shapes.SERVER_MESSAGES) == {
         "welcome", "snapshot", "joined", "left", "pong", "error", "bet_accepted",
-        "bet_rejected", "settlement", "replay", "history",
+        "bet_rejected", "settlement", "balance", "replay", "history",
     }  # fmt: skip
 
 

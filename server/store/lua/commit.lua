@@ -11,8 +11,13 @@
 --       its msgpack around its seq and ts (see append_event),
 --       then (player, credit, -staked, house share, payouts, record) per paid player, as in
 --       KEYS; `record` is the msgpack map of the player's history record but its time and
---       balance after; last, the audit entries' kind, the audit ms and entries kept, and the
---       channel of settled notices.
+--       balance after; last, the outbox's prefix and what the round owes the wallet (both ''
+--       but with an operator's wallet), the audit entries' kind, the audit ms and entries
+--       kept, and the channel of settled notices.
+-- With an operator's wallet no money moves here: each paid player's `balance` key is the
+-- wallet's latest balance (what its settlement shows), and instead of a credit and an audit
+-- entry the player's entries of the owed map (msgpack {player: [[key, body], ...]}: its
+-- credit, or a voided round's cancels) go to the outbox, due now (server/store/outbox.py).
 -- A commit that pays PUBLISHes on that channel, in the same atomic step, a msgpack
 -- [table, round, [player...]] of the players it credited: every node hears who has a
 -- settlement to deliver. A player already settled in this round is not credited again.
@@ -37,12 +42,25 @@ local n = tonumber(ARGV[14])
 local base = 15 + 3 * n
 local players = (#KEYS - 4) / 4
 local audit_kind, audit_keep, audit_max = ARGV[#ARGV - 3], ARGV[#ARGV - 2], ARGV[#ARGV - 1]
+local outbox = ARGV[#ARGV - 5]
+local owed = outbox ~= '' and cmsgpack.unpack(ARGV[#ARGV - 4]) or {}
 
 -- Everything a write below could fail on, checked before the first one (see lib.lua).
 local function unwritable()
   if not typed({KEYS[2], 'stream', KEYS[4], 'hash', ARGV[2] .. 'settle:' .. t.round, 'hash',
       ARGV[2] .. 'round:' .. t.round, 'list'}) or not archivable(t) then
     return 'a key of the table, the round or the ledger has the wrong type'
+  end
+  if outbox ~= '' then
+    local keys = {outbox .. 'due', 'zset', outbox .. 'age', 'zset'}
+    for _, entries in pairs(owed) do
+      for _, e in ipairs(entries) do
+        keys[#keys + 1], keys[#keys + 2] = outbox .. 'e:' .. e[1], 'hash'
+      end
+    end
+    if not typed(keys) then
+      return "a key of the wallet's outbox has the wrong type"
+    end
   end
   local seq = redis.call('HGET', KEYS[1], 'seq')
   if not sum(seq, n) then
@@ -97,12 +115,25 @@ for i = 0, players - 1 do
   -- predecessor left half settled. Skipped, so every bet is credited exactly once.
   if redis.call('HEXISTS', settle, ARGV[a + 1]) == 0 then
     paid[#paid + 1] = ARGV[a + 1]
-    local balance = redis.call('INCRBY', KEYS[k], ARGV[a + 2])
-    redis.call('HINCRBY', KEYS[4], 'balances', ARGV[a + 2])
-    redis.call('HINCRBY', KEYS[4], 'in_play', ARGV[a + 3])
-    redis.call('HINCRBY', KEYS[4], 'house', ARGV[a + 4])
-    if redis.call('INCRBY', KEYS[k + 1], ARGV[a + 3]) <= 0 then
-      redis.call('DEL', KEYS[k + 1]) -- nothing in play: no key left behind
+    local balance
+    if outbox ~= '' then
+      balance = tonumber(redis.call('GET', KEYS[k]) or '0')
+      for _, e in ipairs(owed[ARGV[a + 1]] or {}) do
+        if redis.call('EXISTS', outbox .. 'e:' .. e[1]) == 0 then -- owed once
+          redis.call('HSET', outbox .. 'e:' .. e[1], 'body', e[2], 'state', 'queued',
+            'created', int(t.ts), 'attempts', 0)
+          redis.call('ZADD', outbox .. 'due', int(t.ts), e[1])
+          redis.call('ZADD', outbox .. 'age', int(t.ts), e[1])
+        end
+      end
+    else
+      balance = redis.call('INCRBY', KEYS[k], ARGV[a + 2])
+      redis.call('HINCRBY', KEYS[4], 'balances', ARGV[a + 2])
+      redis.call('HINCRBY', KEYS[4], 'in_play', ARGV[a + 3])
+      redis.call('HINCRBY', KEYS[4], 'house', ARGV[a + 4])
+      if redis.call('INCRBY', KEYS[k + 1], ARGV[a + 3]) <= 0 then
+        redis.call('DEL', KEYS[k + 1]) -- nothing in play: no key left behind
+      end
     end
     archive_round(t)
     -- a two-element msgpack array: [payouts, balance]
@@ -112,8 +143,10 @@ for i = 0, players - 1 do
     redis.call('LPUSH', KEYS[k + 2],
       string.char(0x93) .. cmsgpack.pack(t.ts) .. cmsgpack.pack(balance) .. ARGV[a + 6])
     redis.call('LTRIM', KEYS[k + 2], 0, tonumber(ARGV[13]) - 1)
-    audit(KEYS[k + 3], audit_entry(audit_kind, t.id, t.round, false, tonumber(ARGV[a + 2]),
-      balance, t.ts), t.ts, audit_keep, audit_max)
+    if outbox == '' then -- a wallet's money moves in its own books
+      audit(KEYS[k + 3], audit_entry(audit_kind, t.id, t.round, false, tonumber(ARGV[a + 2]),
+        balance, t.ts), t.ts, audit_keep, audit_max)
+    end
   end
 end
 local out = {'OK'}

@@ -7,17 +7,28 @@
 -- stake on the spot, and the round's totals are running counters. It appends no event: the
 -- table's owner publishes the totals (bet_totals), so nobody sees who bet what.
 -- Each bet placed appends a `bet` entry to the player's audit log (see lib.lua).
+-- With an operator's wallet (server/store/outbox.py) the same checks, but the balance's, run
+-- in one of two modes instead, and no money moves here: `hold` writes the bet's debit's hold
+-- (the cancel unless recorded) to the outbox, due `extra` ms from now, and answers {'HELD'}
+-- ({'IN_OUTBOX', state} if the debit is there already); `record` records the bet the wallet
+-- debited (`extra` is the wallet's balance after), dropping its hold in the same step, or,
+-- if a check fails now, queues the hold as a cancel ({'GONE'}: no hold left to drop).
 -- KEYS: 1 state, 2 rounds, 3 ledger, 4 guests, 5 guest_ttl; then for bet i (from 0):
---       6 + 3i the player's balance, 7 + 3i the player's in_play, 8 + 3i its audit log.
+--       6 + 3i the player's balance (with a wallet: the wallet's latest balance), 7 + 3i the
+--       player's in_play, 8 + 3i its audit log.
 -- ARGV: 1 id, 2 prefix, 3 keep_rounds, 4 bets a player may place in one round, 5 audit ms
---       kept, 6 audit entries kept; then for bet i, from 7 + 5i: player, bet_id, round ('' if
---       not a whole number), spot ('' if unknown), amount ('' unless a positive int).
+--       kept, 6 audit entries kept, 7 mode ('', 'hold' or 'record'), 8 the outbox's prefix;
+--       then for bet i, from 9 + 5i (9 + 7i with a mode): player, bet_id, round ('' if not a
+--       whole number), spot ('' if unknown), amount ('' unless a positive int), and with a
+--       mode the debit's outbox key and `extra`.
 -- Replies: one per bet, in order: {'OK', receipt} or a refusal with the values the caller
 -- needs to explain it; {'BROKEN', reason} for a bet that a stored value kept from being
 -- placed (a key of the wrong type, a value that is not an integer, a sum past 64 bits):
 -- nothing of that bet was written, and the other bets of the batch go on.
 local prefix = ARGV[2]
 local max_bets = tonumber(ARGV[4])
+local mode, outbox = ARGV[7], ARGV[8]
+local stride = mode == '' and 5 or 7
 local broken = false -- why no bet of this batch can be placed, if one of the table's keys is bad
 local st = {}
 if typed({KEYS[1], 'hash'}) then
@@ -48,7 +59,8 @@ if not broken then
   local t = {rounds = KEYS[2], prefix = prefix, round = round, keep_rounds = tonumber(ARGV[3])}
   if not typed({KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'hash', stakes, 'hash',
       totals, 'hash', prefix .. 'bets:' .. round, 'list', prefix .. 'receipts:' .. round, 'hash'})
-      or not archivable(t) then
+      or not archivable(t)
+      or (mode ~= '' and not typed({outbox .. 'due', 'zset', outbox .. 'age', 'zset'})) then
     broken = 'a key of the table, the round or the ledger has the wrong type'
   else
     local ledger = redis.call('HMGET', KEYS[3], 'balances', 'in_play')
@@ -70,9 +82,11 @@ if not broken then
 end
 
 local function write_sums()
-  if staked > 0 then
-    redis.call('HINCRBY', KEYS[3], 'balances', int(-staked))
-    redis.call('HINCRBY', KEYS[3], 'in_play', int(staked))
+  if #records > 0 then
+    if staked > 0 then -- none with a wallet: its money is not here
+      redis.call('HINCRBY', KEYS[3], 'balances', int(-staked))
+      redis.call('HINCRBY', KEYS[3], 'in_play', int(staked))
+    end
     redis.call('RPUSH', prefix .. 'bets:' .. round, unpack(records)) -- at most BET_BATCH_MAX
     for name, value in pairs(added) do
       if value > 0 then
@@ -83,14 +97,39 @@ local function write_sums()
   staked, added, records = 0, {bets = 0, bettors = 0}, {}
 end
 
+-- A debit's hold becomes a cancel to send now (the bet will not be recorded).
+local function queue_hold(key)
+  local entry = outbox .. 'e:' .. key
+  if typed({entry, 'hash'}) and redis.call('HGET', entry, 'state') == 'hold' then
+    redis.call('HSET', entry, 'state', 'queued', 'created', int(ts))
+    redis.call('ZADD', outbox .. 'due', int(ts), key)
+    redis.call('ZADD', outbox .. 'age', int(ts), key)
+  end
+end
+
+local function drop_hold(key)
+  redis.call('DEL', outbox .. 'e:' .. key)
+  redis.call('ZREM', outbox .. 'due', key)
+end
+
 local function place(balance_key, in_play_key, audit_key, player, bet_id, round_arg, spot,
-    amount_arg)
+    amount_arg, key, extra)
+  if mode ~= '' and not typed({outbox .. 'e:' .. key, 'hash'}) then
+    return {'BROKEN', "the debit's outbox entry is not a hash"}
+  end
+  local hold = mode == 'record' and redis.call('HGET', outbox .. 'e:' .. key, 'state')
+  if mode == 'record' and hold ~= 'hold' then
+    return {'GONE'} -- a sender took the hold: the debit is being cancelled
+  end
   -- The player's length first, so no two (player, bet_id) pairs share a field.
   local receipt_field = #player .. ':' .. player .. ':' .. bet_id
   local held = redis.call('HGET', prefix .. 'receipt_rounds', receipt_field)
   if held then
     local receipt = redis.call('HGET', prefix .. 'receipts:' .. held, receipt_field)
     if receipt then
+      if hold then -- recorded already (the same debit): nothing to cancel
+        drop_hold(key)
+      end
       return {'OK', receipt} -- the same bet_id again: the first answer, no second debit
     end
   end
@@ -131,7 +170,7 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
     end
   end
   local on_spot = tonumber(values[1] or '0')
-  local balance = tonumber(balance_text or '0')
+  local balance = mode == '' and tonumber(balance_text or '0') or EXACT -- a wallet's: not here
   -- verify_bet: amount, spot offered, cumulative minimum and maximum, balance
   if not amount or not lim[1] or on_spot + amount < tonumber(lim[1])
       or on_spot + amount > tonumber(lim[2]) or amount > balance then
@@ -170,6 +209,18 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
       after_sums[name] = sums[i]
     end
   end
+  if mode == 'hold' then
+    local entry = outbox .. 'e:' .. key
+    local state = redis.call('HGET', entry, 'state')
+    if state then
+      return {'IN_OUTBOX', state} -- this debit is in flight, or being cancelled
+    end
+    local body = cmsgpack.pack({'cancel', ARGV[1], tonumber(round), player, amount,
+      string.sub(key, 8), {}, false})
+    redis.call('HSET', entry, 'body', body, 'state', 'hold', 'created', int(ts), 'attempts', 0)
+    redis.call('ZADD', outbox .. 'due', int(ts + tonumber(extra)), key)
+    return {'HELD'}
+  end
   -- Checked. The first write of the bet is the one left that can fail (the stake in play,
   -- not read before: of the wrong type, not an integer, or overflowing): then nothing of the
   -- bet is written and the pcall around place() answers BROKEN. From there nothing can fail.
@@ -182,9 +233,16 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   if staked + amount >= EXACT then
     write_sums()
   end
-  redis.call('INCRBY', in_play_key, amount_arg) -- the stake in play: a guest keeps till settled
-  local after = redis.call('DECRBY', balance_key, amount_arg)
-  staked = staked + amount
+  local after
+  if mode == '' then
+    redis.call('INCRBY', in_play_key, amount_arg) -- the stake in play: a guest keeps till settled
+    after = redis.call('DECRBY', balance_key, amount_arg)
+    staked = staked + amount
+  else -- recorded with the wallet's balance after the debit, its hold dropped
+    redis.call('SET', balance_key, extra)
+    after = tonumber(extra)
+    drop_hold(key)
+  end
   if guest_ttl then
     redis.call('ZADD', KEYS[4], int(ts + tonumber(guest_ttl)), player) -- a bet is a sighting
   end
@@ -202,21 +260,26 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   local receipt = cmsgpack.pack({ARGV[1], tonumber(round), bet_id, spot, amount, after})
   redis.call('HSET', prefix .. 'receipts:' .. round, receipt_field, receipt)
   redis.call('HSET', prefix .. 'receipt_rounds', receipt_field, round)
-  audited[audit_key] = true
-  redis.call('XADD', audit_key, 'MAXLEN', ARGV[6], '*', 'a',
-    audit_entry('bet', ARGV[1], round, bet_id, -amount, after, ts))
+  if mode == '' then -- a wallet's money moves in its own books
+    audited[audit_key] = true
+    redis.call('XADD', audit_key, 'MAXLEN', ARGV[6], '*', 'a',
+      audit_entry('bet', ARGV[1], round, bet_id, -amount, after, ts))
+  end
   return {'OK', receipt}
 end
 
 -- Each bet is judged on its own: one that fails (a call failing on a key no check above
 -- foresaw) is answered BROKEN, and the bets before and after it keep their own answers.
 local replies = {}
-for i = 0, (#ARGV - 6) / 5 - 1 do
-  local a = 7 + 5 * i
+for i = 0, (#ARGV - 8) / stride - 1 do
+  local a = 9 + stride * i
   local ok, reply = pcall(place, KEYS[6 + 3 * i], KEYS[7 + 3 * i], KEYS[8 + 3 * i],
-    ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
+    ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6])
   if not ok then
     reply = {'BROKEN', type(reply) == 'table' and tostring(reply.err) or tostring(reply)}
+  end
+  if mode == 'record' and reply[1] ~= 'OK' and reply[1] ~= 'GONE' then
+    queue_hold(ARGV[a + 5]) -- debited, but the bet cannot stand: its debit is cancelled
   end
   replies[i + 1] = reply
 end
