@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import signal
 import sys
 from collections import Counter
@@ -22,6 +21,7 @@ from websockets.asyncio.server import Server
 
 from server.config import Settings
 from server.core.rules import PRESETS, TableRules, rules_preset
+from server.logs import configure_logging
 from server.metrics import Metrics
 from server.runtime.clock import Clock, SystemClock
 from server.runtime.collector import NodeCollector, kept_for_stats, tuning_wanted
@@ -406,32 +406,6 @@ class Node:
 
 class StopTimedOut(Exception):
     """The node's stop outlasted STOP_TIMEOUT_S after its drain."""
-
-
-def configure_logging(log_format: str, level: str) -> None:
-    """structlog with JSON lines, or readable lines on a terminal."""
-    as_json = log_format == "json" or (log_format == "auto" and not sys.stderr.isatty())
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if as_json
-        # Plain tracebacks: a rich one shows local variables, and a shoe's seed must never
-        # reach a log line before its reveal (docs/fairness.md).
-        else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.plain_traceback)
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(
-            logging.getLevelNamesMapping()[level.upper()]
-        ),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=True,
-    )
 
 
 async def _serve(settings: Settings, demo_secret: str | None) -> None:
