@@ -12,6 +12,10 @@ import pytest
 
 from server.app import Node
 from server.cli import main
+from server.core.errors import NotEnoughCards
+from server.core.table import TableState
+from server.runtime import table_loop
+from server.store.pending import wallet_pending
 from server.wallet.demo import Book, Fault, Faults, start_wallet, wallet_app
 from server.wallet.protocol import Call, debit_id
 from tests.transport.conftest import (
@@ -222,6 +226,67 @@ async def test_a_hold_left_by_a_dead_node_is_cancelled(
     assert (await node.wallet.wallet.debit(debit)).balance == START - 700
     await settled_books(node, demo.book, player)
     assert demo.book.balance_of(player) == START
+
+
+def _void_round(monkeypatch: pytest.MonkeyPatch, how: str, round_no: int) -> None:
+    """Make the table loop void `round_no` once betting closes: the shoe cannot finish its
+    coup (TableLoop._void), or dealing fails until the table is restarted (_restart)."""
+    name = "coup_of" if how == "shoe_short" else "deal_next_card"
+    real = getattr(table_loop, name)
+
+    def failing(state: TableState) -> Any:
+        if state.round == round_no:
+            raise NotEnoughCards("rigged by the test") if how == "shoe_short" else RuntimeError
+        return real(state)
+
+    monkeypatch.setattr(table_loop, name, failing)
+
+
+@pytest.mark.parametrize("how", ["shoe_short", "wedged"])
+async def test_a_voided_round_cancels_each_debit_and_credits_nothing(
+    make_node: NodeFactory,
+    make_demo: MakeDemo,
+    open_client: ClientFactory,
+    engine: str,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    """Issue 19: "A voided round gets a cancel per debit and no credit." Two players bet (one
+    twice) through the wallet; the round is voided: at the wallet each of its debits is
+    cancelled, sent once, no credit of the round is sent, every balance is back to its start
+    and `wallet-pending` lists nothing."""
+    demo = await make_demo()
+    node = await wallet_node(make_node, demo, engine, betting_window=1.0)
+    alice, bob = await open_client(node), await open_client(node)
+    players = [alice.welcome["player"], bob.welcome["player"]]
+    round_no = await open_round(alice)
+    await bob.join()
+    _void_round(monkeypatch, how, round_no)
+    stakes = [(alice, "a-1", 1_000), (alice, "a-2", 300), (bob, "b-1", 700)]
+    for client, bet_id, amount in stakes:
+        assert (await bet(client, round_no, bet_id, amount))["type"] == "bet_accepted"
+    voided = await alice.event("round_voided", round_no - 1, seconds=10)
+    assert voided["round"] == round_no
+    for player in players:
+        await settled_books(node, demo.book, player)
+    monkeypatch.undo()
+    debits = {
+        debit_id(TABLE, round_no, client.welcome["player"], bet_id): amount
+        for client, bet_id, amount in stakes
+    }
+    booked = {d.transaction_id: d for d in demo.book.debits() if d.round == round_no}
+    assert set(booked) == set(debits)
+    for tx, amount in debits.items():
+        debit = booked[tx]
+        assert (debit.amount, debit.booked, debit.state) == (amount, True, "cancelled")
+        assert demo.faults.attempts[(Call.CANCEL, tx)] == 1
+    assert not [
+        tx for call, tx in demo.faults.attempts if call is Call.CREDIT and f":{round_no}:" in tx
+    ]
+    assert demo.book.credits() == {}
+    assert [demo.book.balance_of(p) for p in players] == [START, START]
+    assert await wallet_pending(node.store, TABLE) == []
+    assert await node.store.outbox_entries() == []
 
 
 DOWN_S = 10.0  # the issue's "down for 2 minutes", shortened: the backoff reaches 8 s by then
