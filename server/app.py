@@ -244,6 +244,7 @@ class Node:
             self.wake_table,
             self.metrics,
             body_timeout=self.settings.handshake_timeout,  # a body is bounded like a handshake
+            wallet_external=not self.settings.wallet.internal,
         )
         routes = AdminRoutes(
             self.status,

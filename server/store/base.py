@@ -406,6 +406,11 @@ class Store(Wallet):
     @abc.abstractmethod
     async def outbox_stats(self) -> OutboxStats: ...
 
+    @abc.abstractmethod
+    async def wallet_balance(self, player: str) -> int | None:
+        """The wallet's latest balance answer for the player's bet, credit or cancel; None
+        before any (GET /api/players/{id} with an HTTP wallet)."""
+
     # --- events ---------------------------------------------------------------------------
     @abc.abstractmethod
     async def last_seq(self, table_id: str) -> int: ...

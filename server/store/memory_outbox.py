@@ -87,6 +87,9 @@ class MemoryOutbox(MemoryWallet):
         self._notify(notice)
         return True
 
+    async def wallet_balance(self, player: str) -> int | None:
+        return self._wallet_balances.get(player)
+
     async def outbox_retry(
         self, entry: OutboxEntry, owner: str, delay_ms: int, park_after_ms: int
     ) -> EntryState | None:

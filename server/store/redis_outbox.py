@@ -145,6 +145,10 @@ class RedisOutbox(RedisBase):
         args.append("1" if entry.settled else "0")
         return bool(self._checked(await self._run("outbox_done", keys, args))[0] == b"OK")
 
+    async def wallet_balance(self, player: str) -> int | None:
+        raw = await self._call("GET", self._player_key(player, "wallet"))
+        return int(raw) if raw is not None else None
+
     async def outbox_retry(
         self, entry: OutboxEntry, owner: str, delay_ms: int, park_after_ms: int
     ) -> EntryState | None:

@@ -4,14 +4,18 @@ Every route needs `Authorization: Bearer <operator token>`: none or a bad one ge
 valid token of another role 403. Answers are JSON; a refusal is `{"error": code, "message":
 ...}` with its HTTP status.
 
-- `GET /api/players/{id}`: the player's balance and latest operator movements.
+- `GET /api/players/{id}`: the player's balance, where it lives (`balance_source`: `store`,
+  or `wallet` with --wallet-url: then `balance` is the operator's wallet's latest answer,
+  null before any) and latest operator movements.
 - `GET /api/players/{id}/audit?since=MS&after=SEQ&limit=N`: a page of the player's audit log,
   oldest first (server/store/audit.py); `baccarat audit --url` pages through it.
 - `GET /api/wallet/pending?table=T`: the debits an operator's wallet holds with neither a
   credit nor a cancel acknowledged (server/store/pending.py; `baccarat wallet-pending --url`).
 - `POST /api/players/{id}/credit` and `/debit` with `{"amount": 500, "idempotency_key": "k-1"}`:
   move money (the same key twice moves it once; a debit beyond the balance is 409, and so is
-  a movement that would take a ledger counter past 2**63 - 1, `ledger_limit`).
+  a movement that would take a ledger counter past 2**63 - 1, `ledger_limit`). With an
+  operator's wallet (--wallet-url) the wallet holds the money: both are 409
+  `wallet_is_external` and nothing moves.
 - `GET /api/tables`: every table's state, owner and counts.
 - `POST /api/tables/{id}/pause` and `/resume`: no new round opens while paused (the round in
   play finishes); the request is kept in the store, so it holds on every node.
@@ -44,6 +48,7 @@ from server.store.wallet import MOVEMENTS_KEPT, InsufficientFunds, LedgerLimit, 
 __all__ = [
     "API_PREFIX",
     "MAX_BODY_BYTES",
+    "WALLET_IS_EXTERNAL",
     "ApiError",
     "OperatorApi",
     "error_response",
@@ -60,6 +65,10 @@ MAX_KEY_CHARS = 128  # an idempotency key is kept per player; bound what a calle
 MAX_NUMBER_CHARS = 32
 
 TableRows = Callable[[], Awaitable[list[dict[str, Any]]]]
+
+WALLET_IS_EXTERNAL = (
+    "balances live in the operator's wallet (--wallet-url); credit or debit the player there"
+)
 
 
 @dataclass(slots=True)
@@ -105,6 +114,7 @@ class OperatorApi:
         on_pause: Callable[[str], None],
         metrics: Metrics,
         body_timeout: float = 10.0,
+        wallet_external: bool = False,
     ) -> None:
         self.auth = auth
         self.store = store
@@ -112,6 +122,7 @@ class OperatorApi:
         self.on_pause = on_pause  # a table's pause request changed: wake its loop if local
         self.metrics = metrics
         self.body_timeout = body_timeout  # seconds a request's body may take to arrive
+        self.wallet_external = wallet_external  # --wallet-url: the money is the wallet's
         self.log = structlog.get_logger("operator")
 
     def authorize(self, headers: Mapping[str, str]) -> str:
@@ -157,6 +168,8 @@ class OperatorApi:
             return await self._player(_player_id(route[1]))
         if action in ("credit", "debit"):
             player = _player_id(route[1])
+            if self.wallet_external:  # before the body: nothing here may move its money
+                raise ApiError(HTTPStatus.CONFLICT, "wallet_is_external", WALLET_IS_EXTERNAL)
             return await self._move(action, player, _body(await self._read(request)), operator)
         if action == "audit":
             return await self._audit(_player_id(route[1]), request.query)
@@ -188,11 +201,16 @@ class OperatorApi:
         balance = await self.store.balance(player)
         if balance is None:
             raise ApiError(HTTPStatus.NOT_FOUND, "unknown_player", f"no player {player!r}")
+        shown: int | None = balance
+        source = "store"
+        if self.wallet_external:  # the store's own balance is not the player's money then
+            shown, source = await self.store.wallet_balance(player), "wallet"
         movements = await self.store.movements(player, MOVEMENTS_KEPT)
         return json_response(
             {
                 "player": player,
-                "balance": balance,
+                "balance": shown,
+                "balance_source": source,
                 "movements": [movement.to_dict() for movement in movements],
             }
         )

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from server.app import Node
-from server.transport.operator_api import MAX_BODY_BYTES
-from tests.transport.conftest import NodeFactory, ServerLog, within
+from server.transport.operator_api import MAX_BODY_BYTES, WALLET_IS_EXTERNAL
+from tests.transport.conftest import ClientFactory, NodeFactory, ServerLog, within
 from tests.transport.http_client import (
     call,
     parse_answer,
@@ -18,6 +18,9 @@ from tests.transport.http_client import (
     send_raw,
     token_for,
 )
+from tests.transport.test_wallet_bets import bet, open_round
+from tests.wallet.conftest import SECRET as WALLET_SECRET
+from tests.wallet.conftest import START, MakeDemo
 
 SECRET = "operator-api-test-secret-0123456789abcdef"
 CREDIT = "/api/players/alice/credit"
@@ -189,7 +192,7 @@ async def test_get_player_shows_balance_and_movements_newest_first(
     await call(node, "POST", CREDIT, _move(500, "a"), token)
     await call(node, "POST", DEBIT, _move(120, "b"), token)
     view = (await call(node, "GET", "/api/players/alice", token=token)).json()
-    assert (view["player"], view["balance"]) == ("alice", 380)
+    assert (view["player"], view["balance"], view["balance_source"]) == ("alice", 380, "store")
     assert [(m["amount"], m["idempotency_key"], m["balance"]) for m in view["movements"]] == [
         (-120, "b", 380),
         (500, "a", 500),
@@ -204,6 +207,42 @@ async def test_a_players_balance_is_the_one_a_connection_sees(
     await node.store.ensure_player("alice", 1_000)
     answer = await call(node, "POST", CREDIT, _move(500), token_for(node))
     assert answer.json()["balance"] == 1_500 == await node.store.balance("alice")
+    await _balanced(node)
+
+
+async def test_with_an_operators_wallet_money_is_moved_there_not_here(
+    make_node: NodeFactory, make_demo: MakeDemo, open_client: ClientFactory, engine: str
+) -> None:
+    """With --wallet-url the operator's wallet holds the money: credit and debit are 409
+    wallet_is_external and move nothing, here or at the wallet (nor create a player);
+    GET /api/players/{id} shows the wallet's latest balance (null before any) and says so."""
+    demo = await make_demo()
+    node = await make_node(
+        engine=engine,
+        secret=SECRET,
+        allow_guests=True,
+        wallet_url=demo.url,
+        wallet_secret=WALLET_SECRET.decode(),
+    )
+    token = token_for(node)
+    client = await open_client(node)
+    player = client.welcome["player"]
+    view = (await call(node, "GET", f"/api/players/{player}", token=token)).json()
+    assert view == {"player": player, "balance": None, "balance_source": "wallet", "movements": []}
+    round_no = await open_round(client)
+    assert (await bet(client, round_no, "b-1"))["balance"] == START - 1_000
+    for who in (player, "nobody"):
+        for kind in ("credit", "debit"):
+            path = f"/api/players/{who}/{kind}"
+            answer = await call(node, "POST", path, _move(500, f"k-{kind}"), token)
+            assert answer.status == 409
+            assert answer.json() == {"error": "wallet_is_external", "message": WALLET_IS_EXTERNAL}
+    latest = (await client.reply("balance", seconds=10))["balance"]  # the round's credit
+    view = (await call(node, "GET", f"/api/players/{player}", token=token)).json()
+    assert (view["balance"], view["balance_source"], view["movements"]) == (latest, "wallet", [])
+    assert latest == demo.book.balance_of(player)
+    assert await node.store.balance(player) == 0 and await node.store.balance("nobody") is None
+    assert demo.book.balance_of("nobody") is None
     await _balanced(node)
 
 
