@@ -12,19 +12,24 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from server.store.audit import AUDIT_PAGE, AuditEntry, first_seq
 
 __all__ = ["MemoryAudit"]
 
 
+# An entry as kept: its ID, then what AuditEntry holds but the player (the log's) and the
+# seq string; read() builds AuditEntry values. Appending is on the bet path: a tuple is the
+# cheapest record to make per bet.
+_Kept = tuple[tuple[int, int], int, str, str | None, int | None, str | None, int, int]
+
+
 @dataclass(slots=True)
 class _Log:
-    entries: deque[AuditEntry]
+    entries: deque[_Kept]
     last: tuple[int, int] = (0, -1)  # the last ID given, as Redis keeps a stream's
     written_ms: int = 0  # the clock when the last entry was appended
-    ids: deque[tuple[int, int]] = field(default_factory=deque)  # each entry's, for trimming
 
 
 class MemoryAudit:
@@ -46,29 +51,26 @@ class MemoryAudit:
     ) -> None:
         """Append one entry; the caller moved the money in the same synchronous section."""
         now = self._now_ms()
-        floor = (now - self.keep_ms, 0)
-        while self._logs:  # logs idle for keep_ms hold nothing readable: Redis expires them
-            name, oldest = next(iter(self._logs.items()))
+        logs = self._logs
+        while logs:  # logs idle for keep_ms hold nothing readable: Redis expires them
+            name, oldest = next(iter(logs.items()))
             if oldest.written_ms >= now - self.keep_ms:
                 break
-            del self._logs[name]
-        log = self._logs.pop(player, None)
+            del logs[name]
+        log = logs.get(player)
         if log is None:
-            log = _Log(deque())
-        self._logs[player] = log  # the newest now
-        ms = max(now, log.last[0])
-        log.last = (ms, log.last[1] + 1 if ms == log.last[0] else 0)
+            log = logs[player] = _Log(deque())
+        else:
+            logs.move_to_end(player)  # the newest now
+        last_ms, count = log.last
+        ms = now if now > last_ms else last_ms
+        log.last = ident = (ms, count + 1 if ms == last_ms else 0)
         log.written_ms = now
-        bet_id = ref if kind == "bet" else None
-        key = ref if kind in ("operator_credit", "operator_debit") else None
-        seq = f"{log.last[0]}-{log.last[1]}"
-        log.entries.append(
-            AuditEntry(seq, now, kind, player, table, round_no, bet_id, key, amount, balance)
-        )
-        log.ids.append(log.last)
-        while len(log.entries) > self.max_entries or log.ids[0] < floor:
-            log.entries.popleft()
-            log.ids.popleft()
+        entries = log.entries
+        entries.append((ident, now, kind, table, round_no, ref, amount, balance))
+        floor = (now - self.keep_ms, 0)
+        while len(entries) > self.max_entries or entries[0][0] < floor:
+            entries.popleft()
 
     def read(
         self,
@@ -82,9 +84,14 @@ class MemoryAudit:
             return []
         start = first_seq(self._now_ms(), self.keep_ms, since_ms, after)
         found = []
-        for entry, seq in zip(log.entries, log.ids, strict=True):
-            if seq >= start:
-                found.append(entry)
+        for ident, ts, kind, table, round_no, ref, amount, balance in log.entries:
+            if ident >= start:
+                bet_id = ref if kind == "bet" else None
+                key = ref if kind in ("operator_credit", "operator_debit") else None
+                seq = f"{ident[0]}-{ident[1]}"
+                found.append(
+                    AuditEntry(seq, ts, kind, player, table, round_no, bet_id, key, amount, balance)
+                )
                 if len(found) == limit:
                     break
         return found
