@@ -64,6 +64,7 @@ NOT_RUN = {
     "for": "a loop over the containers of a running deployment",
     "until": "a loop over the containers of a running deployment",
     "done": "a loop over the containers of a running deployment",
+    "git": "checks out another commit to benchmark it (docs/benchmarks.md's before and after)",
 }
 # Python scripts of shell examples that are not run, by path prefix, and why.
 SCRIPTS_NOT_RUN = {
