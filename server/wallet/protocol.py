@@ -67,6 +67,8 @@ MAX_NAME: Final = 64  # player, table and bet_id: 1-64 characters, as on the Web
 
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
+_SPOTS = frozenset(spot.value for spot in Spot)  # what a debit may name
+
 
 class Call(StrEnum):
     """The four calls, named as in their path: `POST {URL}/debit`, ..."""
@@ -322,7 +324,7 @@ def parse_request(call: Call, raw: bytes) -> Request:
     otherwise."""
     try:
         body = _decode(raw)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # nesting too deep: not a body
         raise BadRequest("BAD_JSON", "the body is not a JSON object in UTF-8") from None
     if not isinstance(body, dict):
         raise BadRequest("BAD_JSON", "the body is not a JSON object")
@@ -347,7 +349,7 @@ def parse_request(call: Call, raw: bytes) -> Request:
         raise BadRequest("BAD_FIELD", "'round' must be a whole number >= 0")
     if call is Call.DEBIT:
         _check_name(body, "bet_id")
-        if body["spot"] not in {spot.value for spot in Spot}:
+        if not isinstance(body["spot"], str) or body["spot"] not in _SPOTS:
             raise BadRequest("BAD_FIELD", f"'spot' must be one of {', '.join(Spot)}")
         return cast(DebitRequest, body)
     if call is Call.CREDIT:
@@ -370,7 +372,7 @@ def parse_answer(call: Call, raw: bytes) -> tuple[Status, int | None]:
     number from 0 below 2**53 (required with OK, else optional or null)."""
     try:
         body = _decode(raw)
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # nesting too deep: not a body
         raise BadAnswer("the answer is not JSON in UTF-8") from None
     if not isinstance(body, dict):
         raise BadAnswer("the answer is not a JSON object")

@@ -215,3 +215,11 @@ def test_bots_go_through_nginx() -> None:
     url = urlparse(command[command.index("--url") + 1])
     assert url.scheme == "ws" and url.hostname in SERVICES and url.path == "/ws"
     assert url.hostname == "nginx"
+
+
+def test_the_wallet_checks_its_own_port() -> None:
+    """The image's healthcheck asks a node's /healthz; the wallet serves only its API on 8780,
+    so its service checks that port instead (else it would always be unhealthy)."""
+    wallet = COMPOSE["services"]["wallet"]
+    test = " ".join(wallet["healthcheck"]["test"])
+    assert "8780" in test and "healthz" not in test

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from pathlib import Path
 
 import pytest
 
 from server.config import Settings
 from server.wallet.protocol import (
+    BadAnswer,
+    BadRequest,
     BadSignature,
     Call,
     call_url,
@@ -18,6 +21,8 @@ from server.wallet.protocol import (
     credit_id,
     debit_id,
     load_secret,
+    parse_answer,
+    parse_request,
     sign,
 )
 
@@ -131,3 +136,24 @@ def test_bad_wallet_settings_are_refused_naming_the_option(
     with pytest.raises(ValueError, match=message.replace("(", r"\(")) as refused:
         Settings.from_options(**options)
     assert "x" * 32 not in str(refused.value)  # no secret in a message
+
+
+def test_a_body_nested_too_deep_is_a_bad_answer_or_request_not_a_crash() -> None:
+    """json raises RecursionError on `[[[[...`: from the wallet that is no answer (the server
+    treats it as unknown), and to the reference wallet no request."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(BadAnswer):
+        parse_answer(Call.DEBIT, deep)
+    with pytest.raises(BadRequest):
+        parse_request(Call.DEBIT, deep)
+
+
+@pytest.mark.parametrize("spot", [["player"], {"a": 1}, 5, None])
+def test_a_debit_naming_no_spot_is_a_bad_field(spot: object) -> None:
+    body = {
+        "transaction_id": "d:t:1:ann:b-1", "player": "ann", "amount": 100, "currency": "EUR",
+        "table": "t", "round": 1, "bet_id": "b-1", "spot": spot,
+    }  # fmt: skip
+    with pytest.raises(BadRequest) as refused:
+        parse_request(Call.DEBIT, json.dumps(body).encode())
+    assert refused.value.code == "BAD_FIELD"
