@@ -28,7 +28,7 @@ from server.core.coup import Coup, resolve_coup
 from server.core.errors import NotEnoughCards
 from server.core.table import result_fields
 
-__all__ = ["Problem", "ProblemKind", "RoundView", "TableChecker"]
+__all__ = ["Problem", "ProblemKind", "RoundView", "TableChecker", "card_from_map"]
 
 KEEP_ROUNDS = 32  # rounds remembered per table: settlements may come a little after the round
 
@@ -68,7 +68,8 @@ class RoundView:
     totals_bets: int | None = None
 
 
-def _card(message: Message) -> Card | None:
+def card_from_map(message: Message) -> Card | None:
+    """A card from a map's `rank` and `suit` (a card event, a burn's shown card), or None."""
     rank, suit = message.get("rank"), message.get("suit")
     if rank not in RANKS or (suit is not None and suit not in Suit._value2member_map_):
         return None
@@ -124,7 +125,7 @@ class TableChecker:
             view = self._view(round_no, complete=True)
             problems = []
             for index, shown in enumerate(message.get("cards") or []):
-                card = _card(shown)
+                card = card_from_map(shown)
                 if card is None:
                     problems.append(self._mismatch(round_no, f"snapshot card {index} {shown!r}"))
                     view.complete = False
@@ -197,7 +198,7 @@ class TableChecker:
 
     def _burn(self, event: Message) -> list[Problem]:
         shown = event.get("shown")
-        card = _card(shown) if isinstance(shown, dict) else None
+        card = card_from_map(shown) if isinstance(shown, dict) else None
         if card is None:
             return [self._mismatch(event["round"], f"burn shows {shown!r}")]
         expected = card_value(card.rank) or 10  # 10, J, Q, K burn 10
@@ -209,7 +210,7 @@ class TableChecker:
     def _card_dealt(self, event: Message) -> list[Problem]:
         round_no = event["round"]
         view = self._view(round_no, complete=False)
-        card = _card(event)
+        card = card_from_map(event)
         if card is None:
             view.complete = False
             return [self._mismatch(round_no, f"not a card: {event.get('rank')!r}")]

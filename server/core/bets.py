@@ -26,6 +26,7 @@ __all__ = [
     "TableLimits",
     "can_place_bet",
     "parse_spot",
+    "payouts_by_player",
     "place_bet",
     "settle_bet",
     "settle_bets",
@@ -210,3 +211,11 @@ def settle_bet(paytable: Paytable, bet: Bet, coup: Coup) -> Payout:
 
 def settle_bets(paytable: Paytable, bets: Iterable[Bet], coup: Coup) -> list[Payout]:
     return [settle_bet(paytable, bet, coup) for bet in bets]
+
+
+def payouts_by_player(payouts: Iterable[Payout]) -> dict[str, list[Payout]]:
+    """Each player's payouts, players in the order of their first payout, each in bet order."""
+    grouped: dict[str, list[Payout]] = {}
+    for payout in payouts:
+        grouped.setdefault(payout.player, []).append(payout)
+    return grouped

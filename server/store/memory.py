@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Collection
 
-from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot, verify_bet
+from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot, payouts_by_player, verify_bet
 from server.core.errors import BetRejected, RejectCode
 from server.core.events import EventPayload, entropy_accepted
 from server.core.recall import RoundSummary
@@ -356,9 +356,7 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
         settlement of this round already (see Store.commit); returns the players credited.
         With an HTTP wallet (`outbox`) no money moves here: what the round owes each player
         goes to the outbox, and the settlement shows the wallet's latest balance."""
-        by_player: dict[str, list[Payout]] = {}
-        for payout in payouts:
-            by_player.setdefault(payout.player, []).append(payout)
+        by_player = payouts_by_player(payouts)
         record = self._round(table, state.round)
         now = self._now_ms()
         kind = paying_kind(state, summary)

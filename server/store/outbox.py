@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from server.core.bets import Payout
+from server.core.bets import Payout, payouts_by_player
 from server.wallet.base import Cancel, Credit
 from server.wallet.protocol import Call, credit_id, debit_id
 
@@ -146,11 +146,8 @@ def round_entries(
     """Per player, what a paying commit owes the wallet: one credit of the player's payouts
     listing every debit of the round (all its recorded bets), or for a voided round one
     cancel per bet."""
-    mine: dict[str, list[Payout]] = {}
-    for payout in payouts:
-        mine.setdefault(payout.player, []).append(payout)
     owed: dict[str, list[OutboxEntry]] = {}
-    for player, paid in mine.items():
+    for player, paid in payouts_by_player(payouts).items():
         debits = [debit_id(table, round_no, player, p.bet_id) for p in paid]
         if voided:
             owed[player] = [

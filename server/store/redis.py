@@ -23,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Collection
 from typing import Any
 
-from server.core.bets import Bet, BetTotals, Payout, Spot, parse_spot
-from server.core.errors import BetRejected
+from server.core.bets import Bet, BetTotals, Payout, payouts_by_player
 from server.core.events import EventPayload
 from server.core.recall import RoundSummary
 from server.core.rules import TableRules
@@ -55,7 +54,7 @@ from server.store.codec import (
 from server.store.outbox import round_entries
 from server.store.recall import record_body
 from server.store.redis_audit import RedisAudit
-from server.store.redis_bets import BetBatches, refuse, round_arg
+from server.store.redis_bets import BetBatches, bet_args, refuse
 from server.store.redis_client import reachable
 from server.store.redis_entropy import RedisEntropy
 from server.store.redis_events import RedisEvents
@@ -212,16 +211,11 @@ class RedisStore(
         spot: object,
         amount: object,
     ) -> BetReceipt:
-        try:
-            spot_: Spot | None = parse_spot(spot)
-        except BetRejected:
-            spot_ = None  # refused by the script, after the window checks, like the core
-        amount_arg = str(amount) if type(amount) is int and amount > 0 else ""
         key = self._player_key
         reply = await self._bets.place(
             table_id,
             [key(player, "balance"), key(player, "in_play"), key(player, "audit")],
-            [player, bet_id, round_arg(round_no), spot_.value if spot_ else "", amount_arg],
+            bet_args(player, round_no, bet_id, spot, amount),
         )
         if reply[0] != b"OK":
             refuse(table_id, reply, round_no, spot, amount)
@@ -229,12 +223,7 @@ class RedisStore(
 
     def _submit_bets(self, table_id: str, keys: list[str], args: list[str]) -> Awaitable[Any]:
         """One place_bet script for a batch of bets on one table (see redis_bets.BetBatches)."""
-        table = self._table_keys(table_id)
-        return self._submit_script(
-            "place_bet",
-            [table.state, table.rounds, self._keys.ledger, *self._keys.guests, *keys],
-            [*self._bet_args(table_id, table.prefix), "", "", *args],  # "": the internal wallet
-        )
+        return self._submit_place_bet("", table_id, keys, args)  # "": the internal wallet
 
     def _bet_args(self, table_id: str, prefix: str) -> list[object]:
         return [table_id, prefix, self._history[1], self._max_bets, *self._audit_keep]
@@ -286,7 +275,7 @@ class RedisStore(
         players = []
         # With an HTTP wallet a player's "balance" is the wallet's latest (outbox.py).
         kinds = ("wallet" if self.outbox else "balance", "in_play", "history", "audit")
-        for player, mine in _by_player(payouts or []).items():
+        for player, mine in payouts_by_player(payouts or []).items():
             credit, staked = sum(p.credit for p in mine), sum(p.amount for p in mine)
             args += [player, credit, -staked, staked - credit, packb([p.to_dict() for p in mine])]
             args.append(packb(record_body(table_id, state.round, mine, summary)))
@@ -389,10 +378,3 @@ class RedisStore(
         for batches in (self._bets, self._holds, self._records):
             await batches.close()
         await super().close()
-
-
-def _by_player(payouts: list[Payout]) -> dict[str, list[Payout]]:
-    grouped: dict[str, list[Payout]] = {}
-    for payout in payouts:
-        grouped.setdefault(payout.player, []).append(payout)
-    return grouped

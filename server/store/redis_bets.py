@@ -10,12 +10,12 @@ from typing import Any, NoReturn
 
 from redis.exceptions import RedisError
 
-from server.core.bets import SpotLimit, TableLimits, parse_spot, verify_bet
+from server.core.bets import Spot, SpotLimit, TableLimits, parse_spot, verify_bet
 from server.core.errors import BetRejected, RejectCode
 from server.store.base import StoreDataError, too_many_bets
 from server.store.redis_replies import unknown_table
 
-__all__ = ["BET_BATCH_MAX", "BetBatches", "refuse", "round_arg"]
+__all__ = ["BET_BATCH_MAX", "BetBatches", "bet_args", "refuse", "round_arg"]
 
 BET_BATCH_MAX = 64  # bets one place_bet script takes: Redis runs nothing else meanwhile
 
@@ -89,6 +89,17 @@ def round_arg(round_no: object) -> str:
     Mirrors verify_bet_window, which takes only a true int: 2.0 and True are WRONG_ROUND.
     """
     return str(round_no) if type(round_no) is int else ""
+
+
+def bet_args(player: str, round_no: object, bet_id: str, spot: object, amount: object) -> list[str]:
+    """A bet's five arguments of place_bet.lua: a spot or an amount the core would refuse is
+    sent as '' and refused by the script after its window checks, in the core's order."""
+    try:
+        spot_: Spot | None = parse_spot(spot)
+    except BetRejected:
+        spot_ = None
+    amount_arg = str(amount) if type(amount) is int and amount > 0 else ""
+    return [player, bet_id, round_arg(round_no), spot_.value if spot_ else "", amount_arg]
 
 
 def refuse(

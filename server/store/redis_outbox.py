@@ -15,13 +15,11 @@ from typing import Any
 
 import msgpack
 
-from server.core.bets import Spot, parse_spot
-from server.core.errors import BetRejected
 from server.store.base import BetReceipt, StoreDataError, debit_in_outbox, debit_taken
 from server.store.codec import packb, unpackb
 from server.store.outbox import EntryState, OutboxEntry, OutboxStats, body_of, entry_of
 from server.store.redis_base import RedisBase
-from server.store.redis_bets import BetBatches, refuse, round_arg
+from server.store.redis_bets import BetBatches, bet_args, refuse
 from server.store.redis_client import reachable
 from server.store.redis_replies import as_bytes
 from server.wallet.protocol import debit_id
@@ -39,18 +37,21 @@ class RedisOutbox(RedisBase):
 
     def _start_outbox(self, outbox: bool) -> None:
         self.outbox = outbox
-        self._holds = BetBatches(lambda t, k, a: self._submit_wallet_bets("hold", t, k, a))
-        self._records = BetBatches(lambda t, k, a: self._submit_wallet_bets("record", t, k, a))
+        self._holds = BetBatches(lambda t, k, a: self._submit_place_bet("hold", t, k, a))
+        self._records = BetBatches(lambda t, k, a: self._submit_place_bet("record", t, k, a))
 
-    def _submit_wallet_bets(
+    def _submit_place_bet(
         self, mode: str, table_id: str, keys: list[str], args: list[str]
     ) -> Awaitable[Any]:
+        """One place_bet script for a batch of one table's bets: `mode` '' (the internal
+        wallet), 'hold' or 'record' (an operator's wallet, with the outbox's prefix)."""
         table = self._table_keys(table_id)
         return self._submit_script(
             "place_bet",
             [table.state, table.rounds, self._keys.ledger, *self._keys.guests, *keys],
-            [*self._bet_args(table_id, table.prefix), mode, self._keys.outbox, *args],
-        )
+            [*self._bet_args(table_id, table.prefix), mode, self._keys.outbox if mode else "",
+             *args],
+        )  # fmt: skip
 
     async def _wallet_bet(
         self,
@@ -61,15 +62,10 @@ class RedisOutbox(RedisBase):
         extra: int,
     ) -> list[Any]:
         round_no, bet_id, spot, amount = bet
-        try:
-            spot_: Spot | None = parse_spot(spot)
-        except BetRejected:
-            spot_ = None
-        amount_arg = str(amount) if type(amount) is int and amount > 0 else ""
         # The debit's key names its round: the round the bet claims (checked by the script).
         debit = debit_id(table_id, round_no if type(round_no) is int else -1, player, bet_id)
         key = self._player_key
-        args = [player, bet_id, round_arg(round_no), spot_.value if spot_ else "", amount_arg]
+        args = bet_args(player, round_no, bet_id, spot, amount)
         reply: list[Any] = await batches.place(
             table_id,
             [key(player, "wallet"), key(player, "in_play"), key(player, "audit")],

@@ -293,7 +293,7 @@ class TableFeed:
         self.unchecked += 1
         if self.unchecked >= SLOW_CHECK_EVERY:
             self.drop_slow_subscribers()
-        for sub, after in list(self.waiting.items()):
+        for sub, after in list(self.waiting.items()) if self.waiting else ():
             if after <= seq:
                 del self.waiting[sub]
                 if self._attach(sub, after) is None:

@@ -301,7 +301,11 @@ class Settlements:
         A batch of players at a time, yielding after each: a round of 40,000 bets is too much
         to decode and encode in one turn of the loop. The first read takes a few players, each
         next one as many as make about SLICE payouts by the sizes seen so far."""
-        wanted = list({s.player for s in bettors if s.player is not None} | set(players))
+        by_player: dict[str, set[Recipient]] = {}
+        for sub in bettors:  # grouped once: a round's players are many, their sessions too
+            if sub.player is not None:
+                by_player.setdefault(sub.player, set()).add(sub)
+        wanted = list(by_player.keys() | set(players))
         batch, first = SETTLEMENTS_FIRST_READ, 0
         while first < len(wanted):
             names = wanted[first : first + batch]
@@ -310,13 +314,13 @@ class Settlements:
             payouts = 0
             for player, settlement in found.items():
                 payouts += len(settlement.payouts)
-                self._deliver_to_all(player, settlement, bettors)
+                self._deliver_to_all(player, settlement, by_player.get(player, set()))
             batch = max(1, min(SETTLEMENTS_READ_MAX, len(names) * SLICE // max(payouts, 1)))
             await asyncio.sleep(0)  # a yield: the memory engine's read does not yield by itself
 
     def _deliver_to_all(self, player: str, settlement: Settlement, bettors: set[Recipient]) -> None:
-        """To every live session of the player here, and to those of its that bet."""
-        targets = self.sessions_of(player) | {s for s in bettors if s.player == player}
+        """To every live session of the player here, and to `bettors`, its sessions that bet."""
+        targets = self.sessions_of(player) | bettors
         for sub in targets:
             try:
                 self._delivered(sub, settlement)

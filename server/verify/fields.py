@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from server.core.cards import RANKS, Card, Suit
+from server.bots.checker import card_from_map
+from server.core.cards import Card
 from server.core.fair import ProofStep, decode_proof
 
 __all__ = [
@@ -70,10 +71,10 @@ def str_list(message: Message, name: str) -> list[str]:
 
 def card_of(message: Message) -> Card:
     """The card of a `card` event or of a shown/burnt card's map: `rank` and `suit`."""
-    rank, suit = message.get("rank"), message.get("suit")
-    if rank not in RANKS or not isinstance(suit, str) or suit not in Suit._value2member_map_:
-        raise BadField(f"not a card: rank {rank!r}, suit {suit!r}")
-    return Card(str(rank), Suit(suit))
+    card = card_from_map(message)
+    if card is None or card.suit is None:
+        raise BadField(f"not a card: rank {message.get('rank')!r}, suit {message.get('suit')!r}")
+    return card
 
 
 def shown_card(message: Message) -> ShownCard:

@@ -10,9 +10,9 @@ from typing import Literal, TypedDict, cast
 from server.core.bets import Bet, Payout
 from server.core.cards import Card
 from server.core.coup import Hand
-from server.core.events import CardFace, HandName, WinnerName
+from server.core.events import HandName, WinnerName
 from server.core.fair import ALG
-from server.core.fair_table import FairShoe, card_proof, sealed_root
+from server.core.fair_table import FairShoe, card_proof, face, sealed_root
 from server.core.roads import Roads
 from server.core.rules import TableRules
 from server.core.shoe import Shoe
@@ -175,7 +175,7 @@ def table_info(table_id: str, rules: TableRules) -> TableInfo:
 
 def card_view(hand: str, card: Card) -> CardView:
     """One dealt card; `hand` may be a core Hand or its value (the wire gets the plain value)."""
-    return {"hand": Hand(hand).value, **_face(card)}
+    return {"hand": Hand(hand).value, **face(card)}
 
 
 def fair_view(
@@ -213,10 +213,6 @@ def fair_view(
 def _card_proof(fair: FairShoe, shoe: Shoe, position: int) -> CardProof:
     salt, proof = card_proof(fair, shoe, position)
     return {"position": position, "salt": salt, "proof": proof}
-
-
-def _face(card: Card) -> CardFace:
-    return {"rank": card.rank, "suit": card.suit.value if card.suit else None}
 
 
 def roads_view(roads: Roads) -> RoadsView:
