@@ -154,18 +154,18 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
             return table.rounds[held].receipts[key]
         player_record = self._players.get(player)
         balance = player_record.balance if player_record else 0
-        record, spot_, on_spot = self._check_bet(table, player, round_no, spot, amount, balance)
+        now = self._now_ms()  # one instant for the window, the guest's sighting and the log
+        checked = self._check_bet(table, player, round_no, spot, amount, balance, now)
+        record, spot_, on_spot = checked
         assert isinstance(amount, int) and player_record is not None  # balance >= amount > 0
-        player_record.balance -= amount
+        player_record.balance = after = balance - amount
         self._balances -= amount
         player_record.in_play += amount
-        self._seen(player_record)
+        if player_record.guest_ttl_ms is not None:  # a guest was seen (MemoryWallet._seen)
+            player_record.expires_at_ms = now + player_record.guest_ttl_ms
         self._in_play += amount
-        after = balance - amount
         receipt = self._record_bet(table, record, key, spot_, amount, on_spot, after)
-        self._audit.append(
-            "bet", player, -amount, balance - amount, table_id, receipt.round, bet_id
-        )
+        self._audit.append("bet", player, -amount, after, table_id, receipt.round, bet_id, now)
         return receipt
 
     def _check_bet(
@@ -176,9 +176,10 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
         spot: object,
         amount: object,
         balance: int,
+        now: int,
     ) -> tuple[RoundRecord, Spot, int]:
         """place_bet's checks, in its order: window, spot, bets this round, limits, balance."""
-        verify_bet_window(table.header, round_no, self._now_ms())
+        verify_bet_window(table.header, round_no, now)
         spot_ = parse_spot(spot)
         record = self._round(table, table.header.round)
         if len(record.mine.get(player, ())) >= self._max_bets:
@@ -250,7 +251,7 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
         held = table.receipt_rounds.get((player, bet_id))
         if held is not None:
             return table.rounds[held].receipts[(player, bet_id)]
-        self._check_bet(table, player, round_no, spot, amount, MAX_AMOUNT)
+        self._check_bet(table, player, round_no, spot, amount, MAX_AMOUNT, self._now_ms())
         assert isinstance(amount, int)
         entry = hold_of(table_id, table.header.round, player, bet_id, amount)
         slot = self._outbox.get(entry.key)
@@ -276,7 +277,7 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
             raise debit_taken()
         try:
             record, spot_, on_spot = self._check_bet(
-                table, player, round_no, spot, amount, MAX_AMOUNT
+                table, player, round_no, spot, amount, MAX_AMOUNT, self._now_ms()
             )
         except BetRejected:
             self._queue_hold(slot)

@@ -48,9 +48,12 @@ class MemoryAudit:
         table: str | None = None,
         round_no: int | None = None,
         ref: str | None = None,
+        now: int | None = None,
     ) -> None:
-        """Append one entry; the caller moved the money in the same synchronous section."""
-        now = self._now_ms()
+        """Append one entry; the caller moved the money in the same synchronous section
+        (at `now` on the store's clock, if it read it already)."""
+        if now is None:
+            now = self._now_ms()
         logs = self._logs
         while logs:  # logs idle for keep_ms hold nothing readable: Redis expires them
             name, oldest = next(iter(logs.items()))

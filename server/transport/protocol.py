@@ -72,6 +72,10 @@ _KINDS: dict[type, Kind] = {
 }
 
 
+# The name each command is counted under in baccarat_messages_in (its message's type).
+_NAMES: dict[type, str] = {kind: kind.__name__.lower() for kind in _KINDS}
+
+
 class PlayerSession:
     """One connection's protocol: identity, rate limits, dispatch and error mapping.
 
@@ -174,30 +178,27 @@ class PlayerSession:
 
     async def handle(self, message: object) -> bool:
         """One decoded message; False when the connection is to be closed (already asked)."""
-        ref = echo_ref(message)
         try:
             command = parse_command(message)
         except ErrorReply as error:  # malformed: a refusal, like a request over its rate
-            self.port.send(shapes.error(error.code, error.message, ref))
+            self.port.send(shapes.error(error.code, error.message, echo_ref(message)))
             return await self._refused(self.limits.refuse(self._now()))
         verdict = self.limits.check(_KINDS.get(type(command), Kind.PINGS), self._now())
         if verdict is not Verdict.ALLOWED:
-            self._rate_limited(command, ref)
+            self._rate_limited(command, echo_ref(message))
             return await self._refused(verdict)
         try:
             await self._dispatch(command)
         except ErrorReply as error:
-            self.port.send(shapes.error(error.code, error.message, ref))
+            self.port.send(shapes.error(error.code, error.message, echo_ref(message)))
         except StoreUnavailable:
             self.ctx.metrics.store_error("session")
-            self.port.send(
-                shapes.error(ErrorCode.UNAVAILABLE, "storage is unavailable; retry", ref)
-            )
+            answer = "storage is unavailable; retry"
+            self.port.send(shapes.error(ErrorCode.UNAVAILABLE, answer, echo_ref(message)))
         except Exception as error:  # a bug must not take the connection, the table or the node
             self._log_failure(error)
-            self.port.send(
-                shapes.error(ErrorCode.INTERNAL, "the server could not handle this message", ref)
-            )
+            answer = "the server could not handle this message"
+            self.port.send(shapes.error(ErrorCode.INTERNAL, answer, echo_ref(message)))
         return True
 
     def _rate_limited(self, command: Command, ref: str | int | None) -> None:
@@ -225,7 +226,7 @@ class PlayerSession:
         self.log.error("command_failed", exc_info=error)
 
     async def _dispatch(self, command: Command) -> None:
-        self.ctx.metrics.message_in(type(command).__name__.lower())
+        self.ctx.metrics.message_in(_NAMES[type(command)])
         if isinstance(command, Bet):
             started = time.perf_counter()
             try:

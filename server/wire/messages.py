@@ -223,6 +223,8 @@ _PARSERS: dict[str, Callable[[dict[Any, Any]], Command]] = {
 def is_encodable(value: object) -> bool:
     """Every string in the value, map keys included, is text UTF-8 can encode. Iterative:
     a decoded frame may nest as deep as its decoder allows."""
+    if type(value) is dict and _flat_ascii(value):
+        return True
     pending = [value]
     while pending:
         item = pending.pop()
@@ -234,6 +236,21 @@ def is_encodable(value: object) -> bool:
             pending.extend(item.values())
         elif isinstance(item, list | tuple):
             pending.extend(item)
+    return True
+
+
+def _flat_ascii(message: dict[Any, Any]) -> bool:
+    """The common frame, checked in one pass: a map of ASCII strings to ASCII strings and
+    numbers (an ASCII string holds no surrogate). Anything else: the full walk decides."""
+    for key, value in message.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        kind = type(value)
+        if kind is str:
+            if not value.isascii():
+                return False
+        elif kind is not int and kind is not bool and kind is not float and value is not None:
+            return False
     return True
 
 
