@@ -147,7 +147,7 @@ class StoreDataError(Exception):
     until the value is mended."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # not frozen: one per bet (see core.bets.Bet)
 class BetReceipt:
     """The answer to an accepted bet, returned again verbatim for a repeated bet_id."""
 
