@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-import psutil
-
 __all__ = [
     "ROOT",
     "CpuMeter",
@@ -102,6 +100,8 @@ class CpuMeter:
     _start: list[float] = field(default_factory=list)
 
     def _read(self) -> list[float]:
+        import psutil  # the bench extra: bench.common imports without it (tests/bench)
+
         readings = []
         for pid in self.pids:
             try:
@@ -127,6 +127,8 @@ class CpuMeter:
 
 
 def rss_bytes(pid: int) -> int:
+    import psutil
+
     try:
         return int(psutil.Process(pid).memory_info().rss)
     except psutil.Error:
@@ -280,6 +282,8 @@ def _version(package: str) -> str:
 
 
 def machine_info() -> dict[str, object]:
+    import psutil
+
     model = ""
     with open("/proc/cpuinfo") as cpuinfo:
         for line in cpuinfo:

@@ -337,7 +337,7 @@ def section(results: dict[str, Any], plots: list[str]) -> str:
         *_bets_table(results),
         "",
         *_collector_section(results),
-        "### Several cores (--workers)",
+        "### Several cores (--workers), measured",
         "",
         *section_lines(results),
         "",
