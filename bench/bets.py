@@ -12,6 +12,9 @@ on one node and on two nodes sharing the table (nodes and Redis on the server co
 generator on the other). Per site: the node's CPU per accepted bet (`node_us_per_bet`, the
 closed loop's), and on Redis, Redis's own CPU per bet from `INFO cpu` (`redis_us_per_bet`:
 used_cpu_sys + used_cpu_user over the closed loop, divided by the bets accepted in it).
+Per site and per paced step, the cores each serving process used (`worker_cores`: one per
+node, or per worker of --workers), Redis's (`redis_cores`) and the generator's; and our
+node's collector pauses over the whole measurement (`gc`, bench/common.py).
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import SERVER_CORE, CpuMeter, ServerProcess, baccarat_serve, can_pin, quantile
-from bench.fanout import PEERS, TABLE, WORKER_CORES, Site
+from bench.common import SERVER_CORE, ServerProcess, baccarat_serve, can_pin, quantile
+from bench.fanout import PEERS, TABLE, WORKER_CORES, Meters, Site
 from bench.light_ws import LightClient, light_connect
 from tests.redis_server import start_redis
 
@@ -129,7 +132,7 @@ async def _bet_loop(
 
 
 async def _paced_step(
-    conns: list[LightClient], round_no: int, rate: float, seconds: float, step: int
+    conns: list[LightClient], round_no: int, rate: float, seconds: float, meters: Meters
 ) -> dict[str, Any]:
     """`rate` bets a second for `seconds`, the k-th due at k / rate and sent on connection
     k mod n, whatever the answers (an open loop: a server that falls behind does not slow
@@ -160,8 +163,8 @@ async def _paced_step(
 
     for ws in conns:
         ws.on_message = on_message
-    generator_cpu = CpuMeter([os.getpid()])
-    generator_cpu.start()
+    step = int(rate)  # the bet ids of one step: the offered rate is unique per step
+    meters.start()
     started = time.perf_counter()
     try:
         async with asyncio.timeout(seconds + PACED_GRACE_S):
@@ -181,11 +184,11 @@ async def _paced_step(
         for ws in conns:
             ws.on_message = None
     elapsed = time.perf_counter() - started
-    generator_cpu.stop()
+    meters.stop()
     acks.sort()
     return {
         "offered_per_s": round(rate),
-        "generator_cpu": round(generator_cpu.cpu / generator_cpu.wall, 3),
+        **meters.shares(),
         "accepted_per_s": round(codes["accepted"] / elapsed),
         "ack_ms": {
             "p50": round(quantile(acks, 0.5), 3),
@@ -197,7 +200,7 @@ async def _paced_step(
 
 
 async def _paced(
-    conns: list[LightClient], round_no: int, seconds: float
+    conns: list[LightClient], round_no: int, seconds: float, meters: Meters
 ) -> tuple[list[dict[str, Any]], int]:
     """Offered rates from PACED_FIRST up by PACED_STEP, `seconds` each, until the ack p99
     passes ACK_P99_MS (or the server no longer keeps up); the steps and the highest rate
@@ -207,7 +210,7 @@ async def _paced(
     rate = PACED_FIRST
     while rate <= PACED_LAST:
         try:
-            step = await _paced_step(conns, round_no, rate, seconds, len(steps))
+            step = await _paced_step(conns, round_no, rate, seconds, meters)
         except TimeoutError:  # answers still missing after the grace: far past the limit
             steps.append({"offered_per_s": rate, "error": "answers missing"})
             break
@@ -228,6 +231,7 @@ async def measure_bets(
     site = await _start(site_name)
     conns: list[tuple[LightClient, int, int]] = []
     try:
+        since = time.time()
         urls = [s.url for s in site.servers]
         conns = [await _player(urls[i % len(urls)]) for i in range(clients)]
         round_no = max(c[1] for c in conns)
@@ -237,56 +241,70 @@ async def measure_bets(
             raise RuntimeError("the betting window is too short for the measurement")
         acks: list[float] = []
         codes: Counter[str] = Counter()
-        server_cpu = CpuMeter(site.pids)
-        redis_cpu = CpuMeter([site.redis_pid] if site.redis_pid else [])
-        generator_cpu = CpuMeter([os.getpid()])
+        workers = site.worker_pids()
+        meters = Meters.of(site, workers)
         redis_info_cpu = await _redis_cpu_s(site)
-        for meter in (server_cpu, redis_cpu, generator_cpu):
-            meter.start()
+        meters.start()
         until = time.perf_counter() + seconds
-        started = time.perf_counter()
         await asyncio.gather(
             *(
                 _bet_loop(ws, f"c{i}", round_no, until, acks, codes)
                 for i, (ws, _, _) in enumerate(conns)
             )
         )
-        elapsed = time.perf_counter() - started
-        for meter in (server_cpu, redis_cpu, generator_cpu):
-            meter.stop()
+        meters.stop()
         redis_info_cpu = await _redis_cpu_s(site) - redis_info_cpu
         paced: list[dict[str, Any]] = []
         best = 0
         if step_seconds > 0:
-            paced, best = await _paced([ws for ws, _, _ in conns], round_no, step_seconds)
+            each = Meters.of(site, workers)  # the closed loop's stay in `meters`
+            paced, best = await _paced([ws for ws, _, _ in conns], round_no, step_seconds, each)
+        ended = time.time()
     finally:
         for ws, _, _ in conns:
             ws.abort()
         await site.stop()
+    return _bets_result(site_name, site, clients, meters, acks, codes, redis_info_cpu) | {
+        "paced": paced,
+        "best_paced_per_s": best,  # the highest offered rate answered within ACK_P99_MS
+        "gc": site.collector(since, ended, workers),
+    }
+
+
+def _bets_result(
+    site_name: str,
+    site: Site,
+    clients: int,
+    meters: Meters,
+    acks: list[float],
+    codes: Counter[str],
+    redis_info_cpu: float,
+) -> dict[str, Any]:
+    """The closed loop's figures (`meters`: its span)."""
     acks.sort()
     accepted = codes["accepted"]
+    elapsed = meters.server.wall
+    server_cpu = meters.server.cpu
     return {
         "site": site_name,
         "nodes": len(site.servers),
         "clients": clients,
         "seconds": round(elapsed, 3),
-        "accepted": codes["accepted"],
+        "accepted": accepted,
         "rejected": {k: v for k, v in codes.items() if k != "accepted"},
-        "bets_per_s": round(codes["accepted"] / elapsed, 1),
+        "bets_per_s": round(accepted / elapsed, 1),
         "ack_ms": {
             "p50": round(quantile(acks, 0.5), 3),
             "p99": round(quantile(acks, 0.99), 3),
             "max": round(acks[-1], 3) if acks else 0.0,
         },
-        "server_cpu": round(server_cpu.cpu / server_cpu.wall, 3),
-        "redis_cpu": round(redis_cpu.cpu / max(redis_cpu.wall, 1e-9), 3),
-        "generator_cpu": round(generator_cpu.cpu / generator_cpu.wall, 3),
+        "server_cpu": round(server_cpu / elapsed, 3),
+        "redis_cpu": round(meters.redis.cpu / max(meters.redis.wall, 1e-9), 3),
+        **meters.shares(),
         # CPU per accepted bet in the closed loop: the node's (all its processes), and
         # Redis's own by INFO cpu (none without Redis)
-        "node_us_per_bet": round(server_cpu.cpu / max(accepted, 1) * 1e6, 2),
+        "node_us_per_bet": round(server_cpu / max(accepted, 1) * 1e6, 2),
         "redis_us_per_bet": (
             round(redis_info_cpu / max(accepted, 1) * 1e6, 2) if site.redis is not None else None
         ),
-        "paced": paced,
-        "best_paced_per_s": best,  # the highest offered rate answered within ACK_P99_MS
     }

@@ -8,25 +8,27 @@ Redis) runs on one core (`taskset -c 0`) and the load generator, this process, o
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-import psutil
-
 __all__ = [
     "ROOT",
     "CpuMeter",
+    "Pause",
     "ServerProcess",
     "machine_info",
+    "pause_summary",
     "pin_generator",
     "pinned",
     "quantile",
@@ -36,6 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SERVER_CORE = 0
 GENERATOR_CORE = 1
 _SERVING = re.compile(r"serving on ws://[\d.]+:(\d+)")
+WORKERS_WAIT_S = 10.0  # after the first worker serves, how long the others may take
+GC_STATS_ENV = "BACCARAT_GC_STATS"  # server/runtime/collector.py: every pause, at the stop
+Pause = tuple[int, float, float, float]  # (generation, unix time, seconds, cpu seconds)
 
 
 def can_pin() -> bool:
@@ -65,17 +70,38 @@ def quantile(values: Sequence[float], q: float) -> float:
     return values[index]
 
 
+def pause_summary(pauses: Sequence[Pause]) -> dict[str, float]:
+    """Count, max and p99 (ms) of the collector's pauses, wall and the thread's CPU time (on
+    a busy machine a pause's wall time includes waiting for a core), and the full ones."""
+    every = sorted(p[2] * 1000 for p in pauses)
+    cpu = sorted(p[3] * 1000 for p in pauses)
+    full = sorted(p[2] * 1000 for p in pauses if p[0] == 2)
+    return {
+        "count": len(every),
+        "max_ms": round(every[-1], 2) if every else 0.0,
+        "p99_ms": round(quantile(every, 0.99), 2),
+        "cpu_max_ms": round(cpu[-1], 2) if cpu else 0.0,
+        "cpu_p99_ms": round(quantile(cpu, 0.99), 2),
+        "full": len(full),
+        "full_max_ms": round(full[-1], 2) if full else 0.0,
+    }
+
+
 @dataclass
 class CpuMeter:
-    """CPU seconds (user + system) a set of processes used between start() and stop()."""
+    """CPU seconds (user + system) a set of processes used between start() and stop(): in
+    all (`cpu`) and each (`cpus`, in the order of `pids`)."""
 
     pids: list[int]
     started: float = 0.0
     wall: float = 0.0
     cpu: float = 0.0
+    cpus: list[float] = field(default_factory=list)
     _start: list[float] = field(default_factory=list)
 
     def _read(self) -> list[float]:
+        import psutil  # the bench extra: bench.common imports without it (tests/bench)
+
         readings = []
         for pid in self.pids:
             try:
@@ -91,11 +117,18 @@ class CpuMeter:
 
     def stop(self) -> float:
         self.wall = time.perf_counter() - self.started
-        self.cpu = sum(b - a for a, b in zip(self._start, self._read(), strict=True))
+        self.cpus = [b - a for a, b in zip(self._start, self._read(), strict=True)]
+        self.cpu = sum(self.cpus)
         return self.cpu
+
+    def shares(self) -> list[float]:
+        """Each process's CPU seconds per wall second: the cores it used (rounded)."""
+        return [round(cpu / max(self.wall, 1e-9), 3) for cpu in self.cpus]
 
 
 def rss_bytes(pid: int) -> int:
+    import psutil
+
     try:
         return int(psutil.Process(pid).memory_info().rss)
     except psutil.Error:
@@ -103,15 +136,29 @@ def rss_bytes(pid: int) -> int:
 
 
 class ServerProcess:
-    """A server under test, started pinned; it prints `serving on ws://HOST:PORT` on stderr."""
+    """A server under test, started pinned; it prints `serving on ws://HOST:PORT` on stderr
+    (each of its `serving` processes: the workers of --workers). With `gc_stats` (a folder),
+    each of our node's processes writes every collector pause there at its stop."""
 
-    def __init__(self, name: str, argv: Sequence[str], cores: str = str(SERVER_CORE)) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        cores: str = str(SERVER_CORE),
+        serving: int = 1,
+        gc_stats: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.name = name
+        self.env = env or {}
         self.argv = pinned(argv, cores)
+        self.serving = serving
+        self.gc_stats = gc_stats
         self.proc: asyncio.subprocess.Process | None = None
         self.port = 0
         self.log: list[str] = []
         self._drain: asyncio.Task[None] | None = None
+        self.pauses: dict[int, list[Pause]] = {}  # by pid, read at stop() from gc_stats
 
     @property
     def pid(self) -> int:
@@ -123,20 +170,50 @@ class ServerProcess:
         return f"ws://127.0.0.1:{self.port}/ws"
 
     async def start(self, wait_s: float = 20.0) -> ServerProcess:
+        env = {**os.environ, **self.env}
+        if self.gc_stats is not None:  # `{pid}`: one file per process (per worker)
+            env[GC_STATS_ENV] = str(self.gc_stats / "{pid}.json")
         self.proc = await asyncio.create_subprocess_exec(
-            *self.argv, cwd=ROOT, stderr=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.DEVNULL
+            *self.argv,
+            cwd=ROOT,
+            env=env,
+            stderr=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.DEVNULL,
         )
-        assert self.proc.stderr is not None
-        async with asyncio.timeout(wait_s):
-            while not self.port:
-                line = (await self.proc.stderr.readline()).decode()
-                if not line:
-                    raise RuntimeError(f"{self.name} exited:\n" + "".join(self.log[-20:]))
-                self.log.append(line)
-                if match := _SERVING.search(line):
-                    self.port = int(match.group(1))
+        try:
+            await self._wait_serving(wait_s)
+        except BaseException:
+            await self.stop()  # no server left behind by a start that failed
+            raise
         self._drain = asyncio.create_task(self._keep_draining())
         return self
+
+    async def _wait_serving(self, wait_s: float) -> None:
+        """Until the first process serves (else an error), then the other workers for at most
+        WORKERS_WAIT_S more (so that none misses the first connections): one missing is
+        said on stderr, and seen in the run's worker_cores."""
+        assert self.proc is not None and self.proc.stderr is not None
+        seen = 0
+        try:
+            async with asyncio.timeout(wait_s) as deadline:
+                while seen < self.serving:
+                    line = (await self.proc.stderr.readline()).decode()
+                    if not line:
+                        raise RuntimeError(f"{self.name} exited:\n" + "".join(self.log[-20:]))
+                    self.log.append(line)
+                    if match := _SERVING.search(line):
+                        self.port = int(match.group(1))
+                        seen += 1
+                        deadline.reschedule(asyncio.get_running_loop().time() + WORKERS_WAIT_S)
+        except TimeoutError:
+            if not seen:
+                raise
+            print(
+                f"bench: {self.name}: {seen} of {self.serving} workers serving after "
+                f"{WORKERS_WAIT_S} s; going on. Its log:\n" + "".join(self.log[-10:]),
+                file=sys.stderr,
+                flush=True,
+            )
 
     async def _keep_draining(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None
@@ -145,29 +222,56 @@ class ServerProcess:
             del self.log[:-200]
 
     async def stop(self) -> None:
-        if self.proc is None or self.proc.returncode is not None:
+        if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            async with asyncio.timeout(10):
+        if self.proc.returncode is None:
+            self.proc.terminate()
+            try:
+                async with asyncio.timeout(10):
+                    await self.proc.wait()
+            except TimeoutError:
+                self.proc.kill()
                 await self.proc.wait()
-        except TimeoutError:
-            self.proc.kill()
-            await self.proc.wait()
         if self._drain is not None:
             self._drain.cancel()
+        self._read_pauses()
+
+    def _read_pauses(self) -> None:
+        """Each process's pauses from its file (then removed); none from a killed one."""
+        if self.gc_stats is None:
+            return
+        for path in sorted(self.gc_stats.glob("*.json")):
+            stats = json.loads(path.read_text())
+            self.pauses[int(stats["pid"])] = [(g, at, s, c) for g, at, s, c in stats["pauses"]]
+        shutil.rmtree(self.gc_stats, ignore_errors=True)
+
+    def collector_pauses(self, since: float, until: float) -> dict[int, list[Pause]]:
+        """After stop(): each process's collector pauses (by pid) that began between the two
+        unix times; {} without gc_stats."""
+        return {
+            pid: [p for p in pauses if since <= p[1] - p[2] <= until]
+            for pid, pauses in self.pauses.items()
+        }
 
 
 def baccarat_serve(
-    name: str, options: dict[str, object], redis: str = "", cores: str = str(SERVER_CORE)
+    name: str,
+    options: dict[str, object],
+    redis: str = "",
+    cores: str = str(SERVER_CORE),
+    env: dict[str, str] | None = None,
 ) -> ServerProcess:
-    """`baccarat serve` on a free port with these options (names as Settings fields)."""
+    """`baccarat serve` on a free port with these options (names as Settings fields), and
+    these environment variables; its processes write their collector pauses (gc_stats)."""
     argv = [sys.executable, "-m", "server.cli", "serve", "--port", "0", "--log-level", "warning"]
     if redis:
         argv += ["--redis", redis]
-    for key, value in options.items():
+    # No drain at the stop (3 s by default, even with no client left): it is not measured.
+    for key, value in {"drain_seconds": 0, **options}.items():
         argv += ["--" + key.replace("_", "-"), str(value)]
-    return ServerProcess(name, argv, cores)
+    workers = int(str(options.get("workers", 1)))
+    gc_stats = Path(tempfile.mkdtemp(prefix=f"bench-gc-{name}-"))
+    return ServerProcess(name, argv, cores, max(1, workers), gc_stats, env)
 
 
 def _version(package: str) -> str:
@@ -178,6 +282,8 @@ def _version(package: str) -> str:
 
 
 def machine_info() -> dict[str, object]:
+    import psutil
+
     model = ""
     with open("/proc/cpuinfo") as cpuinfo:
         for line in cpuinfo:

@@ -15,7 +15,11 @@ the limit at 5,000 and 10,000 spectators. Results:
 * spread of each card event from its first to its last client, p50 / p99 / max (one clock);
 * server_us_per_delivery: server CPU (user + system) in the window / deliveries in it;
 * generator_cpu: this process's CPU share in the window (near 100% means the generator, not
-  the server, was the limit).
+  the server, was the limit);
+* worker_cores: each serving process's CPU seconds per wall second in the window (one per
+  node, or per worker of --workers), redis_cores Redis's, deliveries_per_s;
+* gc: our node's collector pauses from the first connect to the window's end (all its
+  processes, and each in `processes`), from BACCARAT_GC_STATS (bench/common.py).
 """
 
 from __future__ import annotations
@@ -38,16 +42,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import (
     SERVER_CORE,
     CpuMeter,
+    Pause,
     ServerProcess,
     baccarat_serve,
     can_pin,
+    pause_summary,
     quantile,
     rss_bytes,
 )
 from bench.light_ws import LightClient, MessageHandler, light_connect
 from tests.redis_server import RedisProcess, start_redis
 
-__all__ = ["ENGINES", "Cadence", "measure_fanout"]
+__all__ = ["ENGINES", "Cadence", "Meters", "Site", "measure_fanout"]
 
 ENGINES = ("memory", "redis", "redis2", "bare", "socketio", "redisw2")
 WORKER_CORES = "0,1"  # redisw2: one node of two worker processes, on both cores
@@ -192,6 +198,30 @@ class Site:
                 pids += [c.pid for c in psutil.Process(server.pid).children(recursive=True)]
         return pids
 
+    def worker_pids(self) -> list[int]:
+        """The processes that serve: each server's workers (--workers), or the server."""
+        pids = []
+        for server in self.servers:
+            try:
+                children = [c.pid for c in psutil.Process(server.pid).children()]
+            except psutil.Error:
+                children = []
+            pids += children or [server.pid]
+        return pids
+
+    def collector(self, since: float, until: float, pids: list[int]) -> dict[str, Any] | None:
+        """After stop(): our nodes' collector pauses begun between the two unix times, in all
+        and per process (`pids` first, in their order); None for a peer (no stats)."""
+        found: dict[int, list[Pause]] = {}
+        for server in self.servers:
+            found |= server.collector_pauses(since, until)
+        if not any(server.gc_stats for server in self.servers):
+            return None
+        order = [pid for pid in pids if pid in found] + [pid for pid in found if pid not in pids]
+        every = [pause for pid in order for pause in found[pid]]
+        processes = [{"pid": pid, **pause_summary(found[pid])} for pid in order]
+        return {**pause_summary(every), "processes": processes, "missing": len(pids) - len(order)}
+
     @property
     def redis_pid(self) -> int | None:
         return self.redis.pid if self.redis is not None else None
@@ -265,33 +295,64 @@ async def measure_fanout(engine: str, n: int, window_s: float) -> dict[str, Any]
     try:
         await asyncio.sleep(1.0)  # let the server settle before its baseline RSS
         rss_before = sum(rss_bytes(pid) for pid in site.pids)
+        since = time.time()
         clients, connect_s, failures = await _connect_all(engine, [s.url for s in site.servers], n)
         rss_after = sum(rss_bytes(pid) for pid in site.pids)
         for ws, node in clients:
             ws.inbox = asyncio.Queue()  # what came since the join is not measured
             ws.on_message = _reader(ws, engine, node, recorder)
         await asyncio.sleep(1.0)  # warm-up: every reader is reading
-        server_cpu = CpuMeter(site.pids)
-        redis_cpu = CpuMeter([site.redis_pid] if site.redis_pid else [])
-        generator_cpu = CpuMeter([os.getpid()])
-        for meter in (server_cpu, redis_cpu, generator_cpu):
-            meter.start()
+        workers = site.worker_pids()
+        meters = Meters.of(site, workers)
+        meters.start()
         recorder.active = True
         await asyncio.sleep(window_s)
         recorder.active = False
-        for meter in (server_cpu, redis_cpu, generator_cpu):
-            meter.stop()
+        meters.stop()
+        until = time.time()
     finally:
         for ws, _ in clients:
             ws.abort()  # no closing handshakes: tearing down is not measured
         await site.stop()
     return _result(engine, n, cadence, recorder, clients, connect_s, failures, window_s) | {
         "rss_per_conn_kib": round((rss_after - rss_before) / max(len(clients), 1) / 1024, 2),
-        "server_cpu_s": round(server_cpu.cpu, 3),
-        "server_us_per_delivery": round(server_cpu.cpu / max(recorder.deliveries, 1) * 1e6, 2),
-        "redis_cpu_s": round(redis_cpu.cpu, 3),
-        "generator_cpu": round(generator_cpu.cpu / max(generator_cpu.wall, 1e-9), 3),
+        "server_cpu_s": round(meters.server.cpu, 3),
+        "server_us_per_delivery": round(meters.server.cpu / max(recorder.deliveries, 1) * 1e6, 2),
+        "redis_cpu_s": round(meters.redis.cpu, 3),
+        "deliveries_per_s": round(recorder.deliveries / max(meters.server.wall, 1e-9)),
+        **meters.shares(),
+        "gc": site.collector(since, until, workers),
     }
+
+
+@dataclass
+class Meters:
+    """CPU of a site's serving processes (each), its Redis and the generator, over one span."""
+
+    server: CpuMeter
+    redis: CpuMeter
+    generator: CpuMeter
+
+    @classmethod
+    def of(cls, site: Site, workers: list[int]) -> Meters:
+        redis = [site.redis_pid] if site.redis_pid else []
+        return cls(CpuMeter(workers), CpuMeter(redis), CpuMeter([os.getpid()]))
+
+    def start(self) -> None:
+        for meter in (self.server, self.redis, self.generator):
+            meter.start()
+
+    def stop(self) -> None:
+        for meter in (self.server, self.redis, self.generator):
+            meter.stop()
+
+    def shares(self) -> dict[str, Any]:
+        """Cores used: each serving process's, Redis's and the generator's (CPU ÷ wall)."""
+        return {
+            "worker_cores": self.server.shares(),
+            "redis_cores": round(self.redis.cpu / max(self.redis.wall, 1e-9), 3),
+            "generator_cpu": round(self.generator.cpu / max(self.generator.wall, 1e-9), 3),
+        }
 
 
 def _result(

@@ -29,7 +29,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,31 +37,16 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import baccarat_serve, pin_generator, pinned, quantile
+from bench.common import Pause, baccarat_serve, pause_summary, pin_generator, pinned
 from bench.fanout import Cadence
 from bench.light_ws import LightClient, light_connect
 from server.bots.runner import raise_nofile_limit
-from server.runtime.collector import GC_FREEZE_ENV, GC_STATS_ENV
+from server.runtime.collector import GC_FREEZE_ENV
 
 TABLE = "t1"
 CONNECT_CONCURRENCY = 500
 MODES = ("before", "after")
-Pause = tuple[int, float, float, float]  # (generation, unix time, seconds, cpu seconds)
-
-
-def summary(pauses: list[Pause]) -> dict[str, Any]:
-    """Count, max and p99 (ms) of all the pauses, and of the full collections."""
-    every = sorted(p[2] * 1000 for p in pauses)
-    cpu = sorted(p[3] * 1000 for p in pauses)
-    full = sorted(p[2] * 1000 for p in pauses if p[0] == 2)
-    return {
-        "count": len(every),
-        "max_ms": round(every[-1], 2) if every else 0.0,
-        "p99_ms": round(quantile(every, 0.99), 2),
-        "cpu_max_ms": round(cpu[-1], 2) if cpu else 0.0,
-        "full": len(full),
-        "full_max_ms": round(full[-1], 2) if full else 0.0,
-    }
+summary = pause_summary  # count, max and p99 (ms), wall and CPU, of all and the full ones
 
 
 def between(pauses: list[Pause], start: float, end: float) -> list[Pause]:
@@ -84,12 +68,10 @@ async def _spectator(url: str, gate: asyncio.Semaphore) -> LightClient:
 
 
 async def spectators_run(mode: str, n: int, window: float) -> dict[str, Any]:
-    stats = Path(tempfile.mkdtemp(prefix="gc-pauses-")) / "node.json"
-    os.environ[GC_FREEZE_ENV] = "1" if mode == "after" else "0"
-    os.environ[GC_STATS_ENV] = str(stats)
+    env = {GC_FREEZE_ENV: "1" if mode == "after" else "0"}
     options: dict[str, object] = {"tables": f"{TABLE}=classic8", "drain_seconds": 0}
     options |= Cadence.for_spectators(n).serve_options()
-    node = baccarat_serve("gc", options)
+    node = baccarat_serve("gc", options, env=env)
     await node.start()
     clients: list[LightClient] = []
     try:
@@ -105,7 +87,7 @@ async def spectators_run(mode: str, n: int, window: float) -> dict[str, Any]:
         for ws in clients:
             ws.abort()
         await node.stop()
-    pauses: list[Pause] = [(g, at, s, c) for g, at, s, c in json.loads(stats.read_text())["pauses"]]
+    pauses: list[Pause] = [p for each in node.pauses.values() for p in each]
     return {
         "joins": summary(between(pauses, started, joined)),
         "window": summary(between(pauses, joined, ended)),

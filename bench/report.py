@@ -6,6 +6,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from bench.cores import problems, section_lines
+
 __all__ = ["plot", "update_doc"]
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -220,6 +222,91 @@ def _paced_step(step: dict[str, Any]) -> str:
     return shown + f", {step.get('generator_cpu', 0):.0%}"
 
 
+GC_TARGET_MS = 20.0  # issue 20: no collector pause over 20 ms
+
+
+def _gc_cells(gc: dict[str, Any]) -> str:
+    """One run's pauses: collections (full), longest wall / CPU, p99; each process's if more."""
+    procs = gc.get("processes", [])
+    each = procs if len(procs) > 1 else [gc]
+    cells = [
+        " · ".join(f"{p['count']} ({p['full']})" for p in each),
+        " · ".join(f"{p['max_ms']} / {p['cpu_max_ms']}" for p in each),
+        " · ".join(f"{p['p99_ms']}" for p in each),
+    ]
+    over = gc["cpu_max_ms"] > GC_TARGET_MS
+    missing = f", {gc['missing']} process(es) wrote none" if gc.get("missing") else ""
+    return " | ".join(cells) + f" | {'**over**' if over else 'yes'}{missing} |"
+
+
+def _gc_runs_table(results: dict[str, Any]) -> list[str]:
+    """Our node's collector pauses per run (from the first connection to the run's end)."""
+    lines = [
+        "| run | collections (full) | longest ms, wall / CPU | p99 ms | longest CPU ≤ 20 ms |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for r in results.get("bets", []):
+        if r.get("gc"):
+            lines.append(f"| bets, {_BET_SITES.get(r['site'], r['site'])} | " + _gc_cells(r["gc"]))
+    for r in results.get("fanout", []):
+        if r.get("gc"):
+            name = f"fan-out, {LABELS.get(r['engine'], r['engine'])}, {r['spectators']:,}"
+            lines.append(f"| {name} | " + _gc_cells(r["gc"]))
+    return lines
+
+
+_PHASES = {
+    "spectators": (("joins", "connect + join"), ("window", "joined, fan-out")),
+    "bets": (("fill", "filling the round"), ("hold_and_settle", "held, settled, delivered")),
+}
+
+
+def _collector_table(results: dict[str, Any]) -> list[str]:
+    """bench/gc_pauses.py's two situations, run by `make bench` (collector tuned)."""
+    found = results.get("collector") or {}
+    lines = [
+        "| situation, phase | collections (full) | longest ms, wall / CPU | p99 ms, wall / CPU "
+        "| longest CPU ≤ 20 ms | load average |",
+        "| --- | ---: | ---: | ---: | --- | --- |",
+    ]
+    for situation, phases in _PHASES.items():
+        run = found.get(situation)
+        if not run:
+            continue
+        name = f"{run['size']:,} {situation}"
+        if "error" in run:
+            lines.append(f"| {name} | failed: {run['error']} | | | | |")
+            continue
+        for key, phase in phases:
+            s = run[key]
+            met = (
+                "no collection"
+                if not s["count"]
+                else ("**over**" if s["cpu_max_ms"] > GC_TARGET_MS else "yes")
+            )
+            lines.append(
+                f"| {name}, {phase} | {s['count']} ({s['full']}) "
+                f"| {s['max_ms']} / {s['cpu_max_ms']} | {s['p99_ms']} / {s['cpu_p99_ms']} "
+                f"| {met} | {run['load_average']} |"
+            )
+    return lines
+
+
+def _collector_section(results: dict[str, Any]) -> list[str]:
+    return [
+        "### Collector pauses",
+        "",
+        "Per run, our node's processes (each, ` · ` between them, for two nodes or workers):",
+        "",
+        *_gc_runs_table(results),
+        "",
+        "The issue's two situations (`bench/gc_pauses.py`, once, the collector tuned):",
+        "",
+        *_collector_table(results),
+        "",
+    ]
+
+
 def section(results: dict[str, Any], plots: list[str]) -> str:
     m = results["machine"]
     pinned = "server(s) and Redis on core 0, generator on core 1 (taskset)"
@@ -249,9 +336,16 @@ def section(results: dict[str, Any], plots: list[str]) -> str:
         "",
         *_bets_table(results),
         "",
+        *_collector_section(results),
+        "### Several cores (--workers), measured",
+        "",
+        *section_lines(results),
+        "",
         *[f"![{name}](bench/{name})" for name in plots],
         "",
     ]
+    if found := problems(results):
+        lines += ["**Problems** (the generator was the limit): " + "; ".join(found) + ".", ""]
     if results["skipped"]:
         lines += [f"Skipped to stay within the time budget: {', '.join(results['skipped'])}.", ""]
     lines.append(END)

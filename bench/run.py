@@ -3,8 +3,11 @@
     .venv/bin/python bench/run.py            # the full run (< 10 min): 1k / 5k / 10k spectators
     .venv/bin/python bench/run.py --smoke    # a small one (200 spectators, 3 s windows)
 
-Writes docs/bench/results.json (or smoke.json), docs/bench/*.png, and the generated section
-of docs/benchmarks.md (between its `bench:begin` and `bench:end` marks).
+Bets on each site, fan-out on each engine at each size, then bench/gc_pauses.py's two
+situations (10,000 spectators joining and joined; a round of 65,000 bets) with the collector
+as `baccarat serve` tunes it. Writes docs/bench/results.json (or smoke.json; --out another
+folder), docs/bench/*.png, and the generated section of docs/benchmarks.md (between its
+`bench:begin` and `bench:end` marks; not with --no-doc).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,13 +25,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bets import SITES, measure_bets
 from bench.common import ROOT, machine_info, pin_generator
+from bench.cores import problems
 from bench.fanout import ENGINES, measure_fanout
+from bench.gc_pauses import bets_run, spectators_run
 from bench.report import plot, update_doc
 from server.bots.runner import raise_nofile_limit
 
-# With bench_redis_bets.py after it, `make bench` stays under ten minutes: steps past the
-# budget are skipped (and listed as skipped).
-BUDGET_S = 8 * 60
+# With bench_redis_bets.py after it, `make bench` stays about ten minutes: steps begun past
+# the budget are skipped (and listed as skipped).
+BUDGET_S = 9 * 60
 
 
 def parse_args() -> argparse.Namespace:
@@ -42,7 +48,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--bet-step-seconds", type=float, help="seconds of each paced bet rate (2; 0: none)"
     )
-    parser.add_argument("--out", default=str(ROOT / "docs" / "bench"))
+    parser.add_argument(
+        "--gc-spectators", type=int, help="collector: spectators joined (10000; 0: none)"
+    )
+    parser.add_argument("--gc-bets", type=int, help="collector: bets in one round (65000; 0: none)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "bench"), help="a folder")
     parser.add_argument("--no-doc", action="store_true", help="leave docs/benchmarks.md alone")
     args = parser.parse_args()
     sizes = "200" if args.smoke else "1000,5000,10000"
@@ -52,6 +62,10 @@ def parse_args() -> argparse.Namespace:
     args.bet_clients = args.bet_clients or (20 if args.smoke else 100)
     if args.bet_step_seconds is None:
         args.bet_step_seconds = 0.5 if args.smoke else 2.0
+    if args.gc_spectators is None:
+        args.gc_spectators = 200 if args.smoke else 10_000
+    if args.gc_bets is None:
+        args.gc_bets = 2_000 if args.smoke else 65_000
     return args
 
 
@@ -93,8 +107,33 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 result = {"engine": engine, "spectators": n, "error": repr(error)}
             print(f"  {json.dumps(result)}", file=sys.stderr, flush=True)
             results["fanout"].append(result)
+    results["collector"] = await collector(args, started, results["skipped"])
     results["elapsed_s"] = round(time.monotonic() - started, 1)
     return results
+
+
+async def collector(args: argparse.Namespace, started: float, skipped: list[str]) -> dict[str, Any]:
+    """bench/gc_pauses.py's two situations, once, the collector tuned (`after`)."""
+    found: dict[str, Any] = {"mode": "after"}
+    window, bet_window = (1.0, 4.0) if args.smoke else (5.0, 15.0)
+    for situation, size in (("spectators", args.gc_spectators), ("bets", args.gc_bets)):
+        if not size:
+            continue
+        if time.monotonic() - started > BUDGET_S:
+            skipped.append(f"collector {situation}")
+            continue
+        print(f"collector: {size:,} {situation} ...", file=sys.stderr, flush=True)
+        load = [round(x, 2) for x in os.getloadavg()]
+        try:
+            if situation == "spectators":
+                result = await spectators_run("after", size, window)
+            else:
+                result = await asyncio.to_thread(bets_run, "after", size, bet_window)
+        except Exception as error:
+            result = {"error": repr(error)}
+        found[situation] = {"size": size, "load_average": load, **result}
+        print(f"  {json.dumps(found[situation])}", file=sys.stderr, flush=True)
+    return found
 
 
 def main() -> None:
@@ -108,6 +147,8 @@ def main() -> None:
     plots = plot(results, out)
     if not args.no_doc:
         update_doc(results, plots, ROOT / "docs" / "benchmarks.md")
+    for problem in problems(results):
+        print(f"bench: PROBLEM: {problem}", file=sys.stderr)
     print(f"bench: done in {results['elapsed_s']} s; {out / name}.json", file=sys.stderr)
 
 
