@@ -59,7 +59,9 @@ async def test_keys_of_a_table_share_one_hash_tag(table: Store, raw: Redis) -> N
         "round:1",
         "settle:1",
         "bets:1",
-        "stakes:1",
+        "bettors:1",
+        "stake:1:alice",
+        "stake:1:bob",
         "totals:1",
         "receipts:1",
         "receipt_rounds",
@@ -299,6 +301,9 @@ async def test_a_damaged_key_fails_only_its_bet_and_leaves_nothing_behind(
         "in_play_text",
         "in_play_top",
         "stake_text",
+        "all_stake_hash",
+        "legacy_stake_text",
+        "bettors_hash",
         "totals_text",
         "ledger_text",
         "mine_hash",
@@ -325,7 +330,14 @@ async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
     elif damage == "in_play_top":
         await raw.set(table._player_key("bob", "in_play"), str(2**63 - 1))
     elif damage == "stake_text":
+        await raw.hset(prefix + "stake:1:bob", "player", "lots")
+    elif damage == "all_stake_hash":
+        await raw.set(prefix + "stake:1:bob", "not a hash")
+    elif damage == "legacy_stake_text":  # a round open across the upgrade: its stakes hash
         await raw.hset(prefix + "stakes:1", "player:bob", "lots")
+    elif damage == "bettors_hash":
+        await raw.delete(prefix + "bettors:1")
+        await raw.hset(prefix + "bettors:1", "not", "a list")
     elif damage == "totals_text":
         await raw.hset(prefix + "totals:1", "player", "x")
     elif damage == "ledger_text":
@@ -520,11 +532,45 @@ async def test_a_forgotten_round_leaves_no_key(make_store: StoreFactory, raw: Re
     prefix = f"{prefix_of(store)}:{{t:{TABLE}}}:"
     keys = {k.removeprefix(prefix) for k in await keys_of(raw, store)}
     assert not {k for k in keys if k.split(":")[1:2] == ["1"]}  # round:1, mine:1:alice, ...
-    assert {"round:3", "bets:3", "stakes:3", "totals:3", "receipts:3", "settle:3"} <= keys
-    assert "mine:3:alice" in keys
+    assert {"round:3", "bets:3", "bettors:3", "totals:3", "receipts:3", "settle:3"} <= keys
+    assert {"mine:3:alice", "stake:3:alice"} <= keys
     index = await raw.hgetall(prefix + "receipt_rounds")
     assert sorted(index.values()) == [b"2", b"3"]
     assert sorted(index) == [b"5:alice:a2", b"5:alice:a3"]
+
+
+
+async def test_a_round_open_across_the_upgrade_keeps_its_older_stakes(
+    make_store: StoreFactory, raw: Redis
+) -> None:
+    """Before each player's stakes had a hash of their own (`stake:<r>:<player>`), a round
+    kept them all in `stakes:<r>` (`<spot>:<player>`, `all:<player>`). A round open across
+    the upgrade goes on counting them: the limits see the older stake, a bettor is not
+    counted twice, and forgetting the round deletes both layouts' keys."""
+    store = await make_store(history_rounds=1)
+    await store.create_table(TABLE, RULES)
+    await store.ensure_player("alice", 10_000)
+    owner = await Owner(store).start()
+    await owner.open()
+    prefix = f"{prefix_of(store)}:{{t:{TABLE}}}:"
+    # alice's 900 on player placed by the older version (its mine list too)
+    await raw.hset(prefix + "stakes:1", mapping={"player:alice": 900, "all:alice": 900})
+    await raw.rpush(prefix + "mine:1:alice", b"older")
+    with pytest.raises(BetRejected) as refused:
+        await bet(store, "alice", 200, "player")  # 900 + 200 is past the spot's 1,000
+    assert refused.value.code is RejectCode.LIMIT
+    await bet(store, "alice", 100, "player")
+    await bet(store, "alice", 100, "banker")
+    assert (await store.bet_totals(TABLE, 1)).bettors == 0  # counted by the older version
+    assert await raw.hgetall(prefix + "stake:1:alice") == {
+        b"player": b"1000",
+        b"banker": b"100",
+        b"all": b"1100",
+    }
+    await owner.finish()
+    await owner.open()  # round 2 pushes round 1 out
+    keys = {k.removeprefix(prefix) for k in await keys_of(raw, store)}
+    assert not {k for k in keys if k.split(":")[1:2] == ["1"]}
 
 
 # --- players: guests, movements, history ---------------------------------------------------

@@ -39,8 +39,17 @@ end
 local ts = now_ms()
 local open = st[1] == 'betting' and ts < (tonumber(st[3]) or 0)
 local round = st[2] or '' -- none if the table is unknown
+-- The round's keys, named once a batch. A player's stakes this round are its own small hash
+-- (`stake:<r>:<player>`: `<spot>` and `all`), not fields of one round-wide hash: that hash,
+-- a listpack up to 512 fields, cost a scan of it and a rewrite per read and per write, the
+-- largest part of a bet's cost with a few hundred players. `stakes:<r>` is that older layout,
+-- only read (a round open across the upgrade keeps counting its stakes) and deleted.
 local stakes = prefix .. 'stakes:' .. round
+local stake_of = prefix .. 'stake:' .. round .. ':'
+local bettors = prefix .. 'bettors:' .. round -- the players who bet, for forget_round
 local totals = prefix .. 'totals:' .. round
+local receipts = prefix .. 'receipts:' .. round
+local receipt_rounds = prefix .. 'receipt_rounds'
 local limits = {} -- spot -> {min, max} as HMGET gave them, read once a batch
 local archived = false
 local audited = {} -- the audit logs appended to: each trimmed by age once, at the end
@@ -55,10 +64,12 @@ local EXACT = 9007199254740992 -- 2^53
 -- cannot take one past 64 bits, and only `moved` is counted.
 local after_sums, roomy, moved = {}, true, 0
 local ROOM = 2305843009213693952 -- 2^61
+local players, guest_ttls = {}, {} -- the batch's players; player -> its guest TTL (or false)
+local sighted = {} -- player -> its new expiry: the guests whose bet was placed, ZADDed at the end
 if not broken then
   local t = {rounds = KEYS[2], prefix = prefix, round = round, keep_rounds = tonumber(ARGV[3])}
-  if not typed({KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'hash', stakes, 'hash',
-      totals, 'hash', prefix .. 'bets:' .. round, 'list', prefix .. 'receipts:' .. round, 'hash'})
+  if not typed({KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'hash', stakes, 'hash', bettors,
+      'list', totals, 'hash', prefix .. 'bets:' .. round, 'list', receipts, 'hash'})
       or not archivable(t)
       or (mode ~= '' and not typed({outbox .. 'due', 'zset', outbox .. 'age', 'zset'})) then
     broken = 'a key of the table, the round or the ledger has the wrong type'
@@ -70,6 +81,14 @@ if not broken then
       after_sums['totals:' .. fields[i]] = exact(fields[i + 1])
     end
     after_sums.balances, after_sums.in_play = exact(ledger[1]), exact(ledger[2])
+    for i = 0, (#ARGV - 8) / stride - 1 do
+      players[i + 1] = ARGV[9 + stride * i]
+    end
+    -- Every player's guest TTL in one read (false: no guest): one call instead of one a bet.
+    local ttls = redis.call('HMGET', KEYS[5], unpack(players)) -- at most BET_BATCH_MAX
+    for i, player in ipairs(players) do
+      guest_ttls[player] = ttls[i]
+    end
     for _, value in ipairs(ledger) do
       local v = exact(value)
       if not v then
@@ -123,7 +142,7 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   end
   -- The player's length first, so no two (player, bet_id) pairs share a field.
   local receipt_field = #player .. ':' .. player .. ':' .. bet_id
-  local held = redis.call('HGET', prefix .. 'receipt_rounds', receipt_field)
+  local held = redis.call('HGET', receipt_rounds, receipt_field)
   if held then
     local receipt = redis.call('HGET', prefix .. 'receipts:' .. held, receipt_field)
     if receipt then
@@ -160,8 +179,12 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
     lim = redis.call('HMGET', KEYS[1], 'min:' .. spot, 'max:' .. spot)
     limits[spot] = lim
   end
-  local field = spot .. ':' .. player
-  local values = redis.call('HMGET', stakes, field, 'all:' .. player)
+  local stake_key = stake_of .. player
+  local values = redis.call('HMGET', stake_key, spot, 'all')
+  if not values[1] or not values[2] then -- none yet: maybe held in the older layout
+    local legacy = redis.call('HMGET', stakes, spot .. ':' .. player, 'all:' .. player)
+    values[1], values[2] = values[1] or legacy[1], values[2] or legacy[2]
+  end
   local balance_text = redis.call('GET', balance_key)
   local read = {values[1], values[2], balance_text}
   for i = 1, 3 do
@@ -177,17 +200,26 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
     return {'MONEY', lim[1] or '', lim[2] or '', int(on_spot), int(balance)}
   end
   -- Every sum this bet adds to, as it will be once written: none may leave 64 bits.
-  local guest_ttl = redis.call('HGET', KEYS[5], player)
+  local guest_ttl = guest_ttls[player]
   if guest_ttl and not tonumber(guest_ttl) then
     return {'BROKEN', "the player's guest ttl is not a number"}
   end
   if not typed({audit_key, 'stream'}) then
     return {'BROKEN', "the player's audit log is not a stream"}
   end
-  -- The stake on the spot and on every spot grow by amount (false: a missing one).
-  for _, value in ipairs(values) do
-    if not (small(value) and amount < EXACT) and not sum(value, amount) then
-      return {'BROKEN', 'a stake of the player would pass 64 bits'}
+  -- The stake on the spot and on every spot grow by amount (false: a missing one): their
+  -- new texts, exact (HSET, not HINCRBY: one call writes both).
+  local stakes_after = {}
+  for i, value in ipairs(values) do
+    local v = small(value)
+    if v and amount < EXACT and v + amount < EXACT then
+      stakes_after[i] = int(v + amount)
+    else
+      local after_sum = sum(value, amount_arg)
+      if not after_sum then
+        return {'BROKEN', 'a stake of the player would pass 64 bits'}
+      end
+      stakes_after[i] = text(after_sum)
     end
   end
   if roomy then
@@ -243,23 +275,24 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
     after = tonumber(extra)
     drop_hold(key)
   end
-  if guest_ttl then
-    redis.call('ZADD', KEYS[4], int(ts + tonumber(guest_ttl)), player) -- a bet is a sighting
+  if guest_ttl then -- a bet is a sighting (written at the end, one ZADD a batch)
+    sighted[player] = int(ts + tonumber(guest_ttl))
   end
   local record = cmsgpack.pack({bet_id, player, spot, amount})
   records[#records + 1] = record
   redis.call('RPUSH', mine, record) -- for snapshots
-  redis.call('HINCRBY', stakes, field, amount_arg)
-  -- 'all:<player>' (no spot is called 'all') is the player's stake on every spot this round:
-  -- when it equals this bet, this is the player's first bet of the round.
-  if tonumber(redis.call('HINCRBY', stakes, 'all:' .. player, amount_arg)) == amount then
+  -- 'all' (no spot is called 'all') is the player's stake on every spot this round: none
+  -- before this bet, this is the player's first bet of the round.
+  redis.call('HSET', stake_key, spot, stakes_after[1], 'all', stakes_after[2])
+  if not values[2] or values[2] == '0' then
     added.bettors = added.bettors + 1
+    redis.call('RPUSH', bettors, player)
   end
   added[spot] = (added[spot] or 0) + amount
   added.bets = added.bets + 1
   local receipt = cmsgpack.pack({ARGV[1], tonumber(round), bet_id, spot, amount, after})
-  redis.call('HSET', prefix .. 'receipts:' .. round, receipt_field, receipt)
-  redis.call('HSET', prefix .. 'receipt_rounds', receipt_field, round)
+  redis.call('HSET', receipts, receipt_field, receipt)
+  redis.call('HSET', receipt_rounds, receipt_field, round)
   if mode == '' then -- a wallet's money moves in its own books
     audited[audit_key] = true
     redis.call('XADD', audit_key, 'MAXLEN', ARGV[6], '*', 'a',
@@ -284,6 +317,14 @@ for i = 0, (#ARGV - 8) / stride - 1 do
   replies[i + 1] = reply
 end
 write_sums() -- checked bet by bet: cannot fail
+local expiries = {}
+for player, expiry in pairs(sighted) do
+  expiries[#expiries + 1] = expiry
+  expiries[#expiries + 1] = player
+end
+if #expiries > 0 then -- the guests zset, checked once a batch: cannot fail
+  redis.call('ZADD', KEYS[4], unpack(expiries))
+end
 for key in pairs(audited) do -- streams, checked bet by bet: cannot fail
   audit_trim(key, ts, ARGV[5])
 end
