@@ -39,6 +39,7 @@ end
 local ts = now_ms()
 local open = st[1] == 'betting' and ts < (tonumber(st[3]) or 0)
 local round = st[2] or '' -- none if the table is unknown
+local round_no = tonumber(round) -- for the receipts and the audit entries
 -- The round's keys, named once a batch. A player's stakes this round are its own small hash
 -- (`stake:<r>:<player>`: `<spot>` and `all`), not fields of one round-wide hash: that hash,
 -- a listpack up to 512 fields, cost a scan of it and a rewrite per read and per write, the
@@ -52,7 +53,9 @@ local receipts = prefix .. 'receipts:' .. round
 local receipt_rounds = prefix .. 'receipt_rounds'
 local limits = {} -- spot -> {min, max} as HMGET gave them, read once a batch
 local archived = false
-local audited = {} -- the audit logs appended to: each trimmed by age once, at the end
+local audited = {} -- the audit logs appended to: each given its expiry once, at the end
+local trimmed = {} -- the audit logs checked (and trimmed by age) in this batch, see place()
+local audit_floor = ts - tonumber(ARGV[5]) -- entries older than this are past keep_ms
 -- What every accepted bet adds to the ledger, the round's totals and its list of bets,
 -- written at the end of the batch (nothing in the batch reads them), or before a sum would
 -- reach 2^53, past which Lua's doubles are no longer exact.
@@ -64,7 +67,8 @@ local EXACT = 9007199254740992 -- 2^53
 -- cannot take one past 64 bits, and only `moved` is counted.
 local after_sums, roomy, moved = {}, true, 0
 local ROOM = 2305843009213693952 -- 2^61
-local players, guest_ttls = {}, {} -- the batch's players; player -> its guest TTL (or false)
+-- The batch's players; player -> its guest TTL as read (false: no guest), and as a number.
+local players, guest_ttls, guest_ttl_ms = {}, {}, {}
 local sighted = {} -- player -> its new expiry: the guests whose bet was placed, ZADDed at the end
 if not broken then
   local t = {rounds = KEYS[2], prefix = prefix, round = round, keep_rounds = tonumber(ARGV[3])}
@@ -87,7 +91,7 @@ if not broken then
     -- Every player's guest TTL in one read (false: no guest): one call instead of one a bet.
     local ttls = redis.call('HMGET', KEYS[5], unpack(players)) -- at most BET_BATCH_MAX
     for i, player in ipairs(players) do
-      guest_ttls[player] = ttls[i]
+      guest_ttls[player], guest_ttl_ms[player] = ttls[i], tonumber(ttls[i])
     end
     for _, value in ipairs(ledger) do
       local v = exact(value)
@@ -177,6 +181,7 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   local lim = limits[spot]
   if not lim then
     lim = redis.call('HMGET', KEYS[1], 'min:' .. spot, 'max:' .. spot)
+    lim[3], lim[4] = tonumber(lim[1]), tonumber(lim[2]) -- read as numbers once too
     limits[spot] = lim
   end
   local stake_key = stake_of .. player
@@ -186,32 +191,44 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
     values[1], values[2] = values[1] or legacy[1], values[2] or legacy[2]
   end
   local balance_text = redis.call('GET', balance_key)
-  local read = {values[1], values[2], balance_text}
+  -- Each text read as a number once (tonumber of a text is a strtod): small() gives it.
+  local read, nums = {values[1], values[2], balance_text}, {}
   for i = 1, 3 do
-    if not small(read[i]) and not exact(read[i]) then
+    nums[i] = small(read[i])
+    if not nums[i] and not exact(read[i]) then
       return {'BROKEN', 'a balance or stake of the player is not an integer'}
     end
   end
-  local on_spot = tonumber(values[1] or '0')
-  local balance = mode == '' and tonumber(balance_text or '0') or EXACT -- a wallet's: not here
+  local on_spot = nums[1] or tonumber(values[1])
+  local balance = nums[3] or tonumber(balance_text)
+  balance = mode == '' and balance or EXACT -- a wallet's: not here
   -- verify_bet: amount, spot offered, cumulative minimum and maximum, balance
-  if not amount or not lim[1] or on_spot + amount < tonumber(lim[1])
-      or on_spot + amount > tonumber(lim[2]) or amount > balance then
+  if not amount or not lim[1] or on_spot + amount < lim[3]
+      or on_spot + amount > lim[4] or amount > balance then
     return {'MONEY', lim[1] or '', lim[2] or '', int(on_spot), int(balance)}
   end
   -- Every sum this bet adds to, as it will be once written: none may leave 64 bits.
   local guest_ttl = guest_ttls[player]
-  if guest_ttl and not tonumber(guest_ttl) then
+  if guest_ttl and not guest_ttl_ms[player] then
     return {'BROKEN', "the player's guest ttl is not a number"}
   end
-  if not typed({audit_key, 'stream'}) then
-    return {'BROKEN', "the player's audit log is not a stream"}
+  -- The audit log must be a stream (or missing). Its age trim, once a batch, is that check:
+  -- XTRIM fails on any other type, before any write of this bet, and what it removes is past
+  -- keep_ms, which no read returns (audit.first_seq): a bet refused after it leaves nothing a
+  -- read could see. One call where a TYPE before and an XTRIM after the append were two.
+  if not trimmed[audit_key] then
+    local trim = audit_floor > 0 and redis.pcall('XTRIM', audit_key, 'MINID', int(audit_floor))
+    if (trim and type(trim) == 'table' and trim.err)
+        or (not trim and not typed({audit_key, 'stream'})) then
+      return {'BROKEN', "the player's audit log is not a stream"}
+    end
+    trimmed[audit_key] = true
   end
   -- The stake on the spot and on every spot grow by amount (false: a missing one): their
   -- new texts, exact (HSET, not HINCRBY: one call writes both).
   local stakes_after = {}
   for i, value in ipairs(values) do
-    local v = small(value)
+    local v = nums[i]
     if v and amount < EXACT and v + amount < EXACT then
       stakes_after[i] = int(v + amount)
     else
@@ -276,7 +293,7 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
     drop_hold(key)
   end
   if guest_ttl then -- a bet is a sighting (written at the end, one ZADD a batch)
-    sighted[player] = int(ts + tonumber(guest_ttl))
+    sighted[player] = int(ts + guest_ttl_ms[player])
   end
   local record = cmsgpack.pack({bet_id, player, spot, amount})
   records[#records + 1] = record
@@ -290,13 +307,13 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   end
   added[spot] = (added[spot] or 0) + amount
   added.bets = added.bets + 1
-  local receipt = cmsgpack.pack({ARGV[1], tonumber(round), bet_id, spot, amount, after})
+  local receipt = cmsgpack.pack({ARGV[1], round_no, bet_id, spot, amount, after})
   redis.call('HSET', receipts, receipt_field, receipt)
   redis.call('HSET', receipt_rounds, receipt_field, round)
   if mode == '' then -- a wallet's money moves in its own books
     audited[audit_key] = true
     redis.call('XADD', audit_key, 'MAXLEN', ARGV[6], '*', 'a',
-      audit_entry('bet', ARGV[1], round, bet_id, -amount, after, ts))
+      audit_entry('bet', ARGV[1], round_no, bet_id, -amount, after, ts))
   end
   return {'OK', receipt}
 end
@@ -325,7 +342,7 @@ end
 if #expiries > 0 then -- the guests zset, checked once a batch: cannot fail
   redis.call('ZADD', KEYS[4], unpack(expiries))
 end
-for key in pairs(audited) do -- streams, checked bet by bet: cannot fail
-  audit_trim(key, ts, ARGV[5])
+for key in pairs(audited) do -- streams, checked and trimmed bet by bet: cannot fail
+  redis.call('PEXPIRE', key, ARGV[5]) -- as lib.lua's audit_trim: an idle log expires
 end
 return replies
