@@ -539,7 +539,6 @@ async def test_a_forgotten_round_leaves_no_key(make_store: StoreFactory, raw: Re
     assert sorted(index) == [b"5:alice:a2", b"5:alice:a3"]
 
 
-
 async def test_a_round_open_across_the_upgrade_keeps_its_older_stakes(
     make_store: StoreFactory, raw: Redis
 ) -> None:

@@ -228,7 +228,8 @@ local function audit_entry(kind, table_id, round, ref, amount, balance, ts)
     amount, balance, ts})
 end
 
--- The age limit, once per log a script appended to (place_bet: once a batch).
+-- The age limit, once per log a script appended to (place_bet trims before its writes, as a
+-- check: see there).
 local function audit_trim(key, ts, keep_ms)
   local floor = ts - tonumber(keep_ms)
   if floor > 0 then
