@@ -49,8 +49,14 @@ local stakes = prefix .. 'stakes:' .. round
 local stake_of = prefix .. 'stake:' .. round .. ':'
 local bettors = prefix .. 'bettors:' .. round -- the players who bet, for forget_round
 local totals = prefix .. 'totals:' .. round
-local receipts = prefix .. 'receipts:' .. round
+-- The receipts: one table-wide hash, `<player's length>:<player>:<bet_id>` -> the bet's
+-- receipt (one HSET a bet), and the round's list of its fields (one RPUSH a batch), by which
+-- forget_round deletes them. The older layout kept the round in a second hash
+-- (`receipt_rounds`) and the receipt in `receipts:<r>`: still read while it holds any.
+local bet_receipts = prefix .. 'bet_receipts'
+local receipt_keys = prefix .. 'receipt_keys:' .. round
 local receipt_rounds = prefix .. 'receipt_rounds'
+local older_receipts = redis.call('EXISTS', receipt_rounds) == 1
 local limits = {} -- spot -> {min, max} as HMGET gave them, read once a batch
 local archived = false
 local audited = {} -- the audit logs appended to: each given its expiry once, at the end
@@ -59,7 +65,7 @@ local audit_floor = ts - tonumber(ARGV[5]) -- entries older than this are past k
 -- What every accepted bet adds to the ledger, the round's totals and its list of bets,
 -- written at the end of the batch (nothing in the batch reads them), or before a sum would
 -- reach 2^53, past which Lua's doubles are no longer exact.
-local staked, added, records = 0, {bets = 0, bettors = 0}, {}
+local staked, added, records, fields = 0, {bets = 0, bettors = 0}, {}, {}
 local EXACT = 9007199254740992 -- 2^53
 -- The ledger's and the round's totals' values once the bets placed so far are written
 -- (exact, see lib.lua): a bet whose sums would leave 64 bits is not placed. When every one of
@@ -73,7 +79,7 @@ local sighted = {} -- player -> its new expiry: the guests whose bet was placed,
 if not broken then
   local t = {rounds = KEYS[2], prefix = prefix, round = round, keep_rounds = tonumber(ARGV[3])}
   if not typed({KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'hash', stakes, 'hash', bettors,
-      'list', totals, 'hash', prefix .. 'bets:' .. round, 'list', receipts, 'hash'})
+      'list', totals, 'hash', prefix .. 'bets:' .. round, 'list', receipt_keys, 'list'})
       or not archivable(t)
       or (mode ~= '' and not typed({outbox .. 'due', 'zset', outbox .. 'age', 'zset'})) then
     broken = 'a key of the table, the round or the ledger has the wrong type'
@@ -111,13 +117,14 @@ local function write_sums()
       redis.call('HINCRBY', KEYS[3], 'in_play', int(staked))
     end
     redis.call('RPUSH', prefix .. 'bets:' .. round, unpack(records)) -- at most BET_BATCH_MAX
+    redis.call('RPUSH', receipt_keys, unpack(fields))
     for name, value in pairs(added) do
       if value > 0 then
         redis.call('HINCRBY', totals, name, int(value))
       end
     end
   end
-  staked, added, records = 0, {bets = 0, bettors = 0}, {}
+  staked, added, records, fields = 0, {bets = 0, bettors = 0}, {}, {}
 end
 
 -- A debit's hold becomes a cancel to send now (the bet will not be recorded).
@@ -146,15 +153,16 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   end
   -- The player's length first, so no two (player, bet_id) pairs share a field.
   local receipt_field = #player .. ':' .. player .. ':' .. bet_id
-  local held = redis.call('HGET', receipt_rounds, receipt_field)
-  if held then
-    local receipt = redis.call('HGET', prefix .. 'receipts:' .. held, receipt_field)
-    if receipt then
-      if hold then -- recorded already (the same debit): nothing to cancel
-        drop_hold(key)
-      end
-      return {'OK', receipt} -- the same bet_id again: the first answer, no second debit
+  local receipt = redis.call('HGET', bet_receipts, receipt_field)
+  if not receipt and older_receipts then
+    local held = redis.call('HGET', receipt_rounds, receipt_field)
+    receipt = held and redis.call('HGET', prefix .. 'receipts:' .. held, receipt_field)
+  end
+  if receipt then
+    if hold then -- recorded already (the same debit): nothing to cancel
+      drop_hold(key)
     end
+    return {'OK', receipt} -- the same bet_id again: the first answer, no second debit
   end
   if broken then
     return {'BROKEN', broken}
@@ -307,9 +315,9 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   end
   added[spot] = (added[spot] or 0) + amount
   added.bets = added.bets + 1
-  local receipt = cmsgpack.pack({ARGV[1], round_no, bet_id, spot, amount, after})
-  redis.call('HSET', receipts, receipt_field, receipt)
-  redis.call('HSET', receipt_rounds, receipt_field, round)
+  receipt = cmsgpack.pack({ARGV[1], round_no, bet_id, spot, amount, after})
+  redis.call('HSET', bet_receipts, receipt_field, receipt)
+  fields[#fields + 1] = receipt_field -- receipt_keys:<r>, written with the records
   if mode == '' then -- a wallet's money moves in its own books
     audited[audit_key] = true
     redis.call('XADD', audit_key, 'MAXLEN', ARGV[6], '*', 'a',
