@@ -40,6 +40,13 @@ local ts = now_ms()
 local open = st[1] == 'betting' and ts < (tonumber(st[3]) or 0)
 local round = st[2] or '' -- none if the table is unknown
 local round_no = tonumber(round) -- for the receipts and the audit entries
+-- A receipt, msgpack [table, round, bet_id, spot, amount, balance after], and an audit entry,
+-- lib.lua's audit_entry('bet', table, round, bet_id, -amount, balance after, ts), are the
+-- same bytes as packing the arrays: the array's header (0x96, 0x97: fixarray of 6, 7), the
+-- values the batch shares, packed once, then the bet's own (cmsgpack.pack of several values
+-- is their packs joined). Only read for a bet placed, whose round is a number.
+local receipt_head = '\150' .. cmsgpack.pack(ARGV[1], round_no or false)
+local audit_head = '\151' .. cmsgpack.pack('bet', ARGV[1], round_no or false)
 -- The round's keys, named once a batch. A player's stakes this round are its own small hash
 -- (`stake:<r>:<player>`: `<spot>` and `all`), not fields of one round-wide hash: that hash,
 -- a listpack up to 512 fields, cost a scan of it and a rewrite per read and per write, the
@@ -315,13 +322,13 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   end
   added[spot] = (added[spot] or 0) + amount
   added.bets = added.bets + 1
-  receipt = cmsgpack.pack({ARGV[1], round_no, bet_id, spot, amount, after})
+  receipt = receipt_head .. cmsgpack.pack(bet_id, spot, amount, after)
   redis.call('HSET', bet_receipts, receipt_field, receipt)
   fields[#fields + 1] = receipt_field -- receipt_keys:<r>, written with the records
   if mode == '' then -- a wallet's money moves in its own books
     audited[audit_key] = true
     redis.call('XADD', audit_key, 'MAXLEN', ARGV[6], '*', 'a',
-      audit_entry('bet', ARGV[1], round_no, bet_id, -amount, after, ts))
+      audit_head .. cmsgpack.pack(bet_id, -amount, after, ts))
   end
   return {'OK', receipt}
 end
