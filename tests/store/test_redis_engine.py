@@ -15,7 +15,7 @@ from server.core.errors import BetRejected, RejectCode
 from server.core.rules import TableRules
 from server.store.audit import DEFAULT_AUDIT_KEEP_MS
 from server.store.base import BetReceipt, Store, StoreDataError, StoreUnavailable
-from server.store.codec import unpackb
+from server.store.codec import packb, unpackb
 from server.store.redis import RedisStore
 from tests.redis_server import RedisProcess
 from tests.store import RULES, TABLE, Owner, bet, take
@@ -59,10 +59,12 @@ async def test_keys_of_a_table_share_one_hash_tag(table: Store, raw: Redis) -> N
         "round:1",
         "settle:1",
         "bets:1",
-        "stakes:1",
+        "bettors:1",
+        "stake:1:alice",
+        "stake:1:bob",
         "totals:1",
-        "receipts:1",
-        "receipt_rounds",
+        "bet_receipts",
+        "receipt_keys:1",
         "mine:1:alice",
         "mine:1:bob",
     }
@@ -299,10 +301,15 @@ async def test_a_damaged_key_fails_only_its_bet_and_leaves_nothing_behind(
         "in_play_text",
         "in_play_top",
         "stake_text",
+        "all_stake_hash",
+        "legacy_stake_text",
+        "bettors_hash",
         "totals_text",
         "ledger_text",
         "mine_hash",
         "audit_text",
+        "receipts_list",
+        "receipt_keys_hash",
     ],
 )
 async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
@@ -325,13 +332,26 @@ async def test_every_damaged_value_a_bet_writes_refuses_it_before_any_write(
     elif damage == "in_play_top":
         await raw.set(table._player_key("bob", "in_play"), str(2**63 - 1))
     elif damage == "stake_text":
+        await raw.hset(prefix + "stake:1:bob", "player", "lots")
+    elif damage == "all_stake_hash":
+        await raw.set(prefix + "stake:1:bob", "not a hash")
+    elif damage == "legacy_stake_text":  # a round open across the upgrade: its stakes hash
         await raw.hset(prefix + "stakes:1", "player:bob", "lots")
+    elif damage == "bettors_hash":
+        await raw.delete(prefix + "bettors:1")
+        await raw.hset(prefix + "bettors:1", "not", "a list")
     elif damage == "totals_text":
         await raw.hset(prefix + "totals:1", "player", "x")
     elif damage == "ledger_text":
         await raw.hset(ledger, "in_play", str(2**63 - 50))  # the next 100 would overflow it
     elif damage == "audit_text":  # the audit log's XADD would fail after the debit
         await raw.set(table._player_key("bob", "audit"), "not a stream")
+    elif damage == "receipts_list":  # read first: the lookup fails, before any write
+        await raw.delete(prefix + "bet_receipts")
+        await raw.rpush(prefix + "bet_receipts", "not a hash")
+    elif damage == "receipt_keys_hash":  # written last, with the round's list of bets
+        await raw.delete(prefix + "receipt_keys:1")
+        await raw.hset(prefix + "receipt_keys:1", "not", "a list")
     else:
         await raw.hset(prefix + "mine:1:bob", "not", "a list")
     before = {key: await raw.dump(key) async for key in raw.scan_iter(f"{table.key_prefix}:*")}
@@ -520,11 +540,75 @@ async def test_a_forgotten_round_leaves_no_key(make_store: StoreFactory, raw: Re
     prefix = f"{prefix_of(store)}:{{t:{TABLE}}}:"
     keys = {k.removeprefix(prefix) for k in await keys_of(raw, store)}
     assert not {k for k in keys if k.split(":")[1:2] == ["1"]}  # round:1, mine:1:alice, ...
-    assert {"round:3", "bets:3", "stakes:3", "totals:3", "receipts:3", "settle:3"} <= keys
-    assert "mine:3:alice" in keys
-    index = await raw.hgetall(prefix + "receipt_rounds")
-    assert sorted(index.values()) == [b"2", b"3"]
-    assert sorted(index) == [b"5:alice:a2", b"5:alice:a3"]
+    assert {"round:3", "bets:3", "bettors:3", "totals:3", "receipt_keys:3", "settle:3"} <= keys
+    assert {"mine:3:alice", "stake:3:alice"} <= keys
+    receipts = await raw.hgetall(prefix + "bet_receipts")
+    assert sorted(receipts) == [b"5:alice:a2", b"5:alice:a3"]
+    assert [unpackb(receipts[b"5:alice:a" + r])[1] for r in (b"2", b"3")] == [2, 3]
+    assert await raw.lrange(prefix + "receipt_keys:3", 0, -1) == [b"5:alice:a3"]
+
+
+async def test_receipts_of_the_older_layout_still_answer_and_go_with_their_round(
+    make_store: StoreFactory, raw: Redis
+) -> None:
+    """Before the receipts were one table-wide hash (`bet_receipts`), a bet's round was kept
+    in `receipt_rounds` and its receipt in `receipts:<r>`. A bet_id placed by the older
+    version gets that receipt and debits nothing; forgetting its round deletes both keys."""
+    store = await make_store(history_rounds=1)
+    await store.create_table(TABLE, RULES)
+    await store.ensure_player("alice", 10_000)
+    owner = await Owner(store).start()
+    await owner.open()
+    prefix = f"{prefix_of(store)}:{{t:{TABLE}}}:"
+    placed = await bet(store, "alice", 100, "player", bet_id="new")
+    # the same bet as the older version would have recorded it, under another bet_id
+    older = packb([TABLE, 1, "old", "player", 100, 9_900])
+    await raw.hset(prefix + "receipt_rounds", "5:alice:old", "1")
+    await raw.hset(prefix + "receipts:1", "5:alice:old", older)
+    again = await bet(store, "alice", 100, "player", bet_id="old")
+    assert (again.bet_id, again.balance) == ("old", 9_900)
+    assert await bet(store, "alice", 100, "player", bet_id="new") == placed
+    assert await store.balance("alice") == 9_900
+    await owner.finish()
+    await owner.open()  # round 2 pushes round 1 out
+    keys = {k.removeprefix(prefix) for k in await keys_of(raw, store)}
+    assert not keys & {"receipt_rounds", "receipts:1", "bet_receipts", "receipt_keys:1"}
+    with pytest.raises(BetRejected) as refused:
+        await bet(store, "alice", 100, "player", round_no=1, bet_id="old")
+    assert refused.value.code is RejectCode.WRONG_ROUND
+
+
+async def test_a_round_open_across_the_upgrade_keeps_its_older_stakes(
+    make_store: StoreFactory, raw: Redis
+) -> None:
+    """Before each player's stakes had a hash of their own (`stake:<r>:<player>`), a round
+    kept them all in `stakes:<r>` (`<spot>:<player>`, `all:<player>`). A round open across
+    the upgrade goes on counting them: the limits see the older stake, a bettor is not
+    counted twice, and forgetting the round deletes both layouts' keys."""
+    store = await make_store(history_rounds=1)
+    await store.create_table(TABLE, RULES)
+    await store.ensure_player("alice", 10_000)
+    owner = await Owner(store).start()
+    await owner.open()
+    prefix = f"{prefix_of(store)}:{{t:{TABLE}}}:"
+    # alice's 900 on player placed by the older version (its mine list too)
+    await raw.hset(prefix + "stakes:1", mapping={"player:alice": 900, "all:alice": 900})
+    await raw.rpush(prefix + "mine:1:alice", b"older")
+    with pytest.raises(BetRejected) as refused:
+        await bet(store, "alice", 200, "player")  # 900 + 200 is past the spot's 1,000
+    assert refused.value.code is RejectCode.LIMIT
+    await bet(store, "alice", 100, "player")
+    await bet(store, "alice", 100, "banker")
+    assert (await store.bet_totals(TABLE, 1)).bettors == 0  # counted by the older version
+    assert await raw.hgetall(prefix + "stake:1:alice") == {
+        b"player": b"1000",
+        b"banker": b"100",
+        b"all": b"1100",
+    }
+    await owner.finish()
+    await owner.open()  # round 2 pushes round 1 out
+    keys = {k.removeprefix(prefix) for k in await keys_of(raw, store)}
+    assert not {k for k in keys if k.split(":")[1:2] == ["1"]}
 
 
 # --- players: guests, movements, history ---------------------------------------------------

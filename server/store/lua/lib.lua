@@ -27,26 +27,37 @@ local function table_context(id, prefix, state, stream, rounds, keep_events, kee
 end
 
 -- Forget everything round r left: its events, settlements, bets (all, and each player's),
--- stakes, totals and receipts, and their entries in the table's receipt index. O(bets of r),
--- once per round. unpack() has a stack limit, hence the slices of 1000.
+-- stakes (each player's), totals, and its bets' receipts (the fields receipt_keys:<r> names in
+-- the table's bet_receipts; receipts:<r> and its receipt_rounds entries, the older layout's).
+-- O(bets of r), once per round. unpack() has a stack limit, hence the slices of 1000.
 local function forget_round(prefix, r)
-  local receipts = prefix .. 'receipts:' .. r
-  local fields = redis.call('HKEYS', receipts)
-  for i = 1, #fields, 1000 do
-    redis.call('HDEL', prefix .. 'receipt_rounds', unpack(fields, i, math.min(i + 999, #fields)))
-  end
-  local stakes = prefix .. 'stakes:' .. r
-  local mine = {}
-  for _, field in ipairs(redis.call('HKEYS', stakes)) do
-    if string.sub(field, 1, 4) == 'all:' then -- one per player who bet in round r
-      mine[#mine + 1] = prefix .. 'mine:' .. r .. ':' .. string.sub(field, 5)
+  local function hdel_all(key, fields)
+    for i = 1, #fields, 1000 do
+      redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
     end
   end
-  for i = 1, #mine, 1000 do
-    redis.call('DEL', unpack(mine, i, math.min(i + 999, #mine)))
+  local receipt_keys = prefix .. 'receipt_keys:' .. r
+  hdel_all(prefix .. 'bet_receipts', redis.call('LRANGE', receipt_keys, 0, -1))
+  local receipts = prefix .. 'receipts:' .. r -- the older layout's
+  hdel_all(prefix .. 'receipt_rounds', redis.call('HKEYS', receipts))
+  local bettors = prefix .. 'bettors:' .. r
+  local stakes = prefix .. 'stakes:' .. r -- the older layout's (place_bet.lua)
+  local players = redis.call('LRANGE', bettors, 0, -1)
+  for _, field in ipairs(redis.call('HKEYS', stakes)) do
+    if string.sub(field, 1, 4) == 'all:' then -- one per player who bet before the upgrade
+      players[#players + 1] = string.sub(field, 5)
+    end
+  end
+  local doomed = {} -- each player's bets and stakes in round r
+  for _, player in ipairs(players) do
+    doomed[#doomed + 1] = prefix .. 'mine:' .. r .. ':' .. player
+    doomed[#doomed + 1] = prefix .. 'stake:' .. r .. ':' .. player
+  end
+  for i = 1, #doomed, 1000 do
+    redis.call('DEL', unpack(doomed, i, math.min(i + 999, #doomed)))
   end
   redis.call('DEL', prefix .. 'round:' .. r, prefix .. 'settle:' .. r, prefix .. 'bets:' .. r,
-    stakes, prefix .. 'totals:' .. r, receipts)
+    bettors, stakes, prefix .. 'totals:' .. r, receipt_keys, receipts)
 end
 
 -- Make t.round the newest archived round, forgetting the oldest rounds past keep_rounds.
@@ -192,7 +203,8 @@ end
 
 -- Whether archive_round(t) can run: it forgets the oldest rounds, reading hashes of theirs.
 local function archivable(t)
-  if not typed({t.rounds, 'list', t.prefix .. 'receipt_rounds', 'hash'}) then
+  if not typed({t.rounds, 'list', t.prefix .. 'bet_receipts', 'hash',
+      t.prefix .. 'receipt_rounds', 'hash'}) then
     return false
   end
   if redis.call('LINDEX', t.rounds, -1) == t.round then
@@ -204,7 +216,9 @@ local function archivable(t)
   end
   local old = redis.call('LRANGE', t.rounds, 0, gone - 1)
   for _, r in ipairs(old) do
-    if not typed({t.prefix .. 'receipts:' .. r, 'hash', t.prefix .. 'stakes:' .. r, 'hash'}) then
+    if not typed({t.prefix .. 'receipt_keys:' .. r, 'list', t.prefix .. 'receipts:' .. r, 'hash',
+        t.prefix .. 'stakes:' .. r, 'hash',
+        t.prefix .. 'bettors:' .. r, 'list'}) then
       return false
     end
   end
@@ -221,7 +235,8 @@ local function audit_entry(kind, table_id, round, ref, amount, balance, ts)
     amount, balance, ts})
 end
 
--- The age limit, once per log a script appended to (place_bet: once a batch).
+-- The age limit, once per log a script appended to (place_bet trims before its writes, as a
+-- check: see there).
 local function audit_trim(key, ts, keep_ms)
   local floor = ts - tonumber(keep_ms)
   if floor > 0 then

@@ -39,15 +39,40 @@ end
 local ts = now_ms()
 local open = st[1] == 'betting' and ts < (tonumber(st[3]) or 0)
 local round = st[2] or '' -- none if the table is unknown
+local round_no = tonumber(round) -- for the receipts and the audit entries
+-- A receipt, msgpack [table, round, bet_id, spot, amount, balance after], and an audit entry,
+-- lib.lua's audit_entry('bet', table, round, bet_id, -amount, balance after, ts), are the
+-- same bytes as packing the arrays: the array's header (0x96, 0x97: fixarray of 6, 7), the
+-- values the batch shares, packed once, then the bet's own (cmsgpack.pack of several values
+-- is their packs joined). Only read for a bet placed, whose round is a number.
+local receipt_head = '\150' .. cmsgpack.pack(ARGV[1], round_no or false)
+local audit_head = '\151' .. cmsgpack.pack('bet', ARGV[1], round_no or false)
+-- The round's keys, named once a batch. A player's stakes this round are its own small hash
+-- (`stake:<r>:<player>`: `<spot>` and `all`), not fields of one round-wide hash: that hash,
+-- a listpack up to 512 fields, cost a scan of it and a rewrite per read and per write, the
+-- largest part of a bet's cost with a few hundred players. `stakes:<r>` is that older layout,
+-- only read (a round open across the upgrade keeps counting its stakes) and deleted.
 local stakes = prefix .. 'stakes:' .. round
+local stake_of = prefix .. 'stake:' .. round .. ':'
+local bettors = prefix .. 'bettors:' .. round -- the players who bet, for forget_round
 local totals = prefix .. 'totals:' .. round
+-- The receipts: one table-wide hash, `<player's length>:<player>:<bet_id>` -> the bet's
+-- receipt (one HSET a bet), and the round's list of its fields (one RPUSH a batch), by which
+-- forget_round deletes them. The older layout kept the round in a second hash
+-- (`receipt_rounds`) and the receipt in `receipts:<r>`: still read while it holds any.
+local bet_receipts = prefix .. 'bet_receipts'
+local receipt_keys = prefix .. 'receipt_keys:' .. round
+local receipt_rounds = prefix .. 'receipt_rounds'
+local older_receipts = redis.call('EXISTS', receipt_rounds) == 1
 local limits = {} -- spot -> {min, max} as HMGET gave them, read once a batch
 local archived = false
-local audited = {} -- the audit logs appended to: each trimmed by age once, at the end
+local audited = {} -- the audit logs appended to: each given its expiry once, at the end
+local trimmed = {} -- the audit logs checked (and trimmed by age) in this batch, see place()
+local audit_floor = ts - tonumber(ARGV[5]) -- entries older than this are past keep_ms
 -- What every accepted bet adds to the ledger, the round's totals and its list of bets,
 -- written at the end of the batch (nothing in the batch reads them), or before a sum would
 -- reach 2^53, past which Lua's doubles are no longer exact.
-local staked, added, records = 0, {bets = 0, bettors = 0}, {}
+local staked, added, records, fields = 0, {bets = 0, bettors = 0}, {}, {}
 local EXACT = 9007199254740992 -- 2^53
 -- The ledger's and the round's totals' values once the bets placed so far are written
 -- (exact, see lib.lua): a bet whose sums would leave 64 bits is not placed. When every one of
@@ -55,10 +80,13 @@ local EXACT = 9007199254740992 -- 2^53
 -- cannot take one past 64 bits, and only `moved` is counted.
 local after_sums, roomy, moved = {}, true, 0
 local ROOM = 2305843009213693952 -- 2^61
+-- The batch's players; player -> its guest TTL as read (false: no guest), and as a number.
+local players, guest_ttls, guest_ttl_ms = {}, {}, {}
+local sighted = {} -- player -> its new expiry: the guests whose bet was placed, ZADDed at the end
 if not broken then
   local t = {rounds = KEYS[2], prefix = prefix, round = round, keep_rounds = tonumber(ARGV[3])}
-  if not typed({KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'hash', stakes, 'hash',
-      totals, 'hash', prefix .. 'bets:' .. round, 'list', prefix .. 'receipts:' .. round, 'hash'})
+  if not typed({KEYS[3], 'hash', KEYS[4], 'zset', KEYS[5], 'hash', stakes, 'hash', bettors,
+      'list', totals, 'hash', prefix .. 'bets:' .. round, 'list', receipt_keys, 'list'})
       or not archivable(t)
       or (mode ~= '' and not typed({outbox .. 'due', 'zset', outbox .. 'age', 'zset'})) then
     broken = 'a key of the table, the round or the ledger has the wrong type'
@@ -70,6 +98,14 @@ if not broken then
       after_sums['totals:' .. fields[i]] = exact(fields[i + 1])
     end
     after_sums.balances, after_sums.in_play = exact(ledger[1]), exact(ledger[2])
+    for i = 0, (#ARGV - 8) / stride - 1 do
+      players[i + 1] = ARGV[9 + stride * i]
+    end
+    -- Every player's guest TTL in one read (false: no guest): one call instead of one a bet.
+    local ttls = redis.call('HMGET', KEYS[5], unpack(players)) -- at most BET_BATCH_MAX
+    for i, player in ipairs(players) do
+      guest_ttls[player], guest_ttl_ms[player] = ttls[i], tonumber(ttls[i])
+    end
     for _, value in ipairs(ledger) do
       local v = exact(value)
       if not v then
@@ -88,13 +124,14 @@ local function write_sums()
       redis.call('HINCRBY', KEYS[3], 'in_play', int(staked))
     end
     redis.call('RPUSH', prefix .. 'bets:' .. round, unpack(records)) -- at most BET_BATCH_MAX
+    redis.call('RPUSH', receipt_keys, unpack(fields))
     for name, value in pairs(added) do
       if value > 0 then
         redis.call('HINCRBY', totals, name, int(value))
       end
     end
   end
-  staked, added, records = 0, {bets = 0, bettors = 0}, {}
+  staked, added, records, fields = 0, {bets = 0, bettors = 0}, {}, {}
 end
 
 -- A debit's hold becomes a cancel to send now (the bet will not be recorded).
@@ -123,15 +160,16 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   end
   -- The player's length first, so no two (player, bet_id) pairs share a field.
   local receipt_field = #player .. ':' .. player .. ':' .. bet_id
-  local held = redis.call('HGET', prefix .. 'receipt_rounds', receipt_field)
-  if held then
-    local receipt = redis.call('HGET', prefix .. 'receipts:' .. held, receipt_field)
-    if receipt then
-      if hold then -- recorded already (the same debit): nothing to cancel
-        drop_hold(key)
-      end
-      return {'OK', receipt} -- the same bet_id again: the first answer, no second debit
+  local receipt = redis.call('HGET', bet_receipts, receipt_field)
+  if not receipt and older_receipts then
+    local held = redis.call('HGET', receipt_rounds, receipt_field)
+    receipt = held and redis.call('HGET', prefix .. 'receipts:' .. held, receipt_field)
+  end
+  if receipt then
+    if hold then -- recorded already (the same debit): nothing to cancel
+      drop_hold(key)
     end
+    return {'OK', receipt} -- the same bet_id again: the first answer, no second debit
   end
   if broken then
     return {'BROKEN', broken}
@@ -158,36 +196,62 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
   local lim = limits[spot]
   if not lim then
     lim = redis.call('HMGET', KEYS[1], 'min:' .. spot, 'max:' .. spot)
+    lim[3], lim[4] = tonumber(lim[1]), tonumber(lim[2]) -- read as numbers once too
     limits[spot] = lim
   end
-  local field = spot .. ':' .. player
-  local values = redis.call('HMGET', stakes, field, 'all:' .. player)
+  local stake_key = stake_of .. player
+  local values = redis.call('HMGET', stake_key, spot, 'all')
+  if not values[1] or not values[2] then -- none yet: maybe held in the older layout
+    local legacy = redis.call('HMGET', stakes, spot .. ':' .. player, 'all:' .. player)
+    values[1], values[2] = values[1] or legacy[1], values[2] or legacy[2]
+  end
   local balance_text = redis.call('GET', balance_key)
-  local read = {values[1], values[2], balance_text}
+  -- Each text read as a number once (tonumber of a text is a strtod): small() gives it.
+  local read, nums = {values[1], values[2], balance_text}, {}
   for i = 1, 3 do
-    if not small(read[i]) and not exact(read[i]) then
+    nums[i] = small(read[i])
+    if not nums[i] and not exact(read[i]) then
       return {'BROKEN', 'a balance or stake of the player is not an integer'}
     end
   end
-  local on_spot = tonumber(values[1] or '0')
-  local balance = mode == '' and tonumber(balance_text or '0') or EXACT -- a wallet's: not here
+  local on_spot = nums[1] or tonumber(values[1])
+  local balance = nums[3] or tonumber(balance_text)
+  balance = mode == '' and balance or EXACT -- a wallet's: not here
   -- verify_bet: amount, spot offered, cumulative minimum and maximum, balance
-  if not amount or not lim[1] or on_spot + amount < tonumber(lim[1])
-      or on_spot + amount > tonumber(lim[2]) or amount > balance then
+  if not amount or not lim[1] or on_spot + amount < lim[3]
+      or on_spot + amount > lim[4] or amount > balance then
     return {'MONEY', lim[1] or '', lim[2] or '', int(on_spot), int(balance)}
   end
   -- Every sum this bet adds to, as it will be once written: none may leave 64 bits.
-  local guest_ttl = redis.call('HGET', KEYS[5], player)
-  if guest_ttl and not tonumber(guest_ttl) then
+  local guest_ttl = guest_ttls[player]
+  if guest_ttl and not guest_ttl_ms[player] then
     return {'BROKEN', "the player's guest ttl is not a number"}
   end
-  if not typed({audit_key, 'stream'}) then
-    return {'BROKEN', "the player's audit log is not a stream"}
+  -- The audit log must be a stream (or missing). Its age trim, once a batch, is that check:
+  -- XTRIM fails on any other type, before any write of this bet, and what it removes is past
+  -- keep_ms, which no read returns (audit.first_seq): a bet refused after it leaves nothing a
+  -- read could see. One call where a TYPE before and an XTRIM after the append were two.
+  if not trimmed[audit_key] then
+    local trim = audit_floor > 0 and redis.pcall('XTRIM', audit_key, 'MINID', int(audit_floor))
+    if (trim and type(trim) == 'table' and trim.err)
+        or (not trim and not typed({audit_key, 'stream'})) then
+      return {'BROKEN', "the player's audit log is not a stream"}
+    end
+    trimmed[audit_key] = true
   end
-  -- The stake on the spot and on every spot grow by amount (false: a missing one).
-  for _, value in ipairs(values) do
-    if not (small(value) and amount < EXACT) and not sum(value, amount) then
-      return {'BROKEN', 'a stake of the player would pass 64 bits'}
+  -- The stake on the spot and on every spot grow by amount (false: a missing one): their
+  -- new texts, exact (HSET, not HINCRBY: one call writes both).
+  local stakes_after = {}
+  for i, value in ipairs(values) do
+    local v = nums[i]
+    if v and amount < EXACT and v + amount < EXACT then
+      stakes_after[i] = int(v + amount)
+    else
+      local after_sum = sum(value, amount_arg)
+      if not after_sum then
+        return {'BROKEN', 'a stake of the player would pass 64 bits'}
+      end
+      stakes_after[i] = text(after_sum)
     end
   end
   if roomy then
@@ -243,27 +307,28 @@ local function place(balance_key, in_play_key, audit_key, player, bet_id, round_
     after = tonumber(extra)
     drop_hold(key)
   end
-  if guest_ttl then
-    redis.call('ZADD', KEYS[4], int(ts + tonumber(guest_ttl)), player) -- a bet is a sighting
+  if guest_ttl then -- a bet is a sighting (written at the end, one ZADD a batch)
+    sighted[player] = int(ts + guest_ttl_ms[player])
   end
   local record = cmsgpack.pack({bet_id, player, spot, amount})
   records[#records + 1] = record
   redis.call('RPUSH', mine, record) -- for snapshots
-  redis.call('HINCRBY', stakes, field, amount_arg)
-  -- 'all:<player>' (no spot is called 'all') is the player's stake on every spot this round:
-  -- when it equals this bet, this is the player's first bet of the round.
-  if tonumber(redis.call('HINCRBY', stakes, 'all:' .. player, amount_arg)) == amount then
+  -- 'all' (no spot is called 'all') is the player's stake on every spot this round: none
+  -- before this bet, this is the player's first bet of the round.
+  redis.call('HSET', stake_key, spot, stakes_after[1], 'all', stakes_after[2])
+  if not values[2] or values[2] == '0' then
     added.bettors = added.bettors + 1
+    redis.call('RPUSH', bettors, player)
   end
   added[spot] = (added[spot] or 0) + amount
   added.bets = added.bets + 1
-  local receipt = cmsgpack.pack({ARGV[1], tonumber(round), bet_id, spot, amount, after})
-  redis.call('HSET', prefix .. 'receipts:' .. round, receipt_field, receipt)
-  redis.call('HSET', prefix .. 'receipt_rounds', receipt_field, round)
+  receipt = receipt_head .. cmsgpack.pack(bet_id, spot, amount, after)
+  redis.call('HSET', bet_receipts, receipt_field, receipt)
+  fields[#fields + 1] = receipt_field -- receipt_keys:<r>, written with the records
   if mode == '' then -- a wallet's money moves in its own books
     audited[audit_key] = true
     redis.call('XADD', audit_key, 'MAXLEN', ARGV[6], '*', 'a',
-      audit_entry('bet', ARGV[1], round, bet_id, -amount, after, ts))
+      audit_head .. cmsgpack.pack(bet_id, -amount, after, ts))
   end
   return {'OK', receipt}
 end
@@ -284,7 +349,15 @@ for i = 0, (#ARGV - 8) / stride - 1 do
   replies[i + 1] = reply
 end
 write_sums() -- checked bet by bet: cannot fail
-for key in pairs(audited) do -- streams, checked bet by bet: cannot fail
-  audit_trim(key, ts, ARGV[5])
+local expiries = {}
+for player, expiry in pairs(sighted) do
+  expiries[#expiries + 1] = expiry
+  expiries[#expiries + 1] = player
+end
+if #expiries > 0 then -- the guests zset, checked once a batch: cannot fail
+  redis.call('ZADD', KEYS[4], unpack(expiries))
+end
+for key in pairs(audited) do -- streams, checked and trimmed bet by bet: cannot fail
+  redis.call('PEXPIRE', key, ARGV[5]) -- as lib.lua's audit_trim: an idle log expires
 end
 return replies
