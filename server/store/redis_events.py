@@ -103,10 +103,10 @@ class RedisEvents(RedisBase):
 
     def _follow_connection(self) -> Connection:
         """One connection for one follower: XREAD BLOCK holds it for up to FOLLOW_BLOCK_MS.
-        redis-py's own (the URL's scheme, password, database, retries), used bare: its
-        client's per-call work (a lock, a timeout wrapper, reply callbacks that rebuild every
-        entry as a dict) was most of a follower's cost per event, which the owner pays once
-        per event on top of its commit."""
+        redis-py's own (the URL's scheme, password, database, retries), used bare, without
+        its client's per-call work (a lock, a retry closure, reply callbacks that rebuild
+        every entry as a dict): ~13 us of a ~95 us read, which the owner of a table pays
+        once per event it commits."""
         options = self._options()
         options["socket_timeout"] = self._timeout_s + FOLLOW_BLOCK_MS / 1000
         pool = ConnectionPool.from_url(self._url, **options)
