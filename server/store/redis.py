@@ -20,6 +20,7 @@ reading of replies (redis_replies.py).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Collection
 from typing import Any
 
@@ -61,7 +62,7 @@ from server.store.redis_events import RedisEvents
 from server.store.redis_guests import RedisGuests
 from server.store.redis_notices import RedisNotices
 from server.store.redis_outbox import RedisOutbox, owed_arg
-from server.store.redis_replies import as_bytes, totals_of, unknown_table
+from server.store.redis_replies import as_bytes, flat_pairs, totals_of, unknown_table
 from server.store.redis_wallet import RedisWallet
 from server.store.wallet import DEFAULT_RECALL_ROUNDS
 from server.wire.envelope import template
@@ -245,14 +246,20 @@ class RedisStore(
         return bets
 
     async def bet_totals(self, table_id: str, round_no: int) -> BetTotals:
+        # The table loop asks a few times a second while betting is open: both reads in one
+        # write of the turn's pipeline, whether there are bets or not (none: is the table
+        # there at all?), not two calls of the pooled client.
+        keys = self._table_keys(table_id)
         with reachable():
-            raw = await self._redis.hgetall(
-                self._table_keys(table_id).per_round("totals", round_no)
+            raw, exists = await asyncio.gather(
+                self._batcher.submit("HGETALL", keys.per_round("totals", round_no)),
+                self._batcher.submit("EXISTS", keys.state),
             )
         if not raw:
-            await self._require_table(table_id)
+            if not exists:
+                raise unknown_table(table_id)
             return BetTotals()
-        return totals_of([item for pair in raw.items() for item in pair])
+        return totals_of(flat_pairs(raw))
 
     # --- the owner's transitions ----------------------------------------------------------
     async def commit(
@@ -366,8 +373,7 @@ class RedisStore(
             return bool(await self._redis.delete(key))
 
     async def paused(self, table_id: str) -> bool:
-        with reachable():
-            return bool(await self._redis.exists(self._table_keys(table_id).paused))
+        return bool(await self._call("EXISTS", self._table_keys(table_id).paused))
 
     # --- housekeeping ---------------------------------------------------------------------
     async def now_ms(self) -> int:

@@ -104,9 +104,7 @@ class RedisBase(Store):
             return await self._batcher.call(*args)
 
     async def _require_table(self, table_id: str) -> None:
-        with reachable():
-            exists = await self._redis.exists(self._table_keys(table_id).state)
-        if not exists:
+        if not await self._call("EXISTS", self._table_keys(table_id).state):
             raise unknown_table(table_id)
 
     async def close(self) -> None:

@@ -10,7 +10,16 @@ from server.core.errors import BetRejected, RejectCode
 from server.store.base import Event
 from server.store.codec import unpackb
 
-__all__ = ["as_bytes", "entry_event", "entry_seq", "totals_of", "unknown_table"]
+__all__ = [
+    "as_bytes",
+    "entry_event",
+    "entry_seq",
+    "flat_pairs",
+    "raw_entry_event",
+    "stream_entries",
+    "totals_of",
+    "unknown_table",
+]
 
 
 def unknown_table(table_id: str) -> BetRejected:
@@ -32,6 +41,35 @@ def entry_event(fields: object) -> Event:
     assert isinstance(fields, dict), fields
     event_: Event = unpackb(fields[b"e"])
     return event_
+
+
+def raw_entry_event(fields: object) -> Event:
+    """The event of a stream entry as Redis sent it (no reply callback): [field, value, ...]."""
+    assert isinstance(fields, list), fields
+    event_: Event = unpackb(fields[fields.index(b"e") + 1])
+    return event_
+
+
+def stream_entries(reply: object) -> list[list[object]]:
+    """The entries of a one-stream XREAD's reply as Redis sent it: a map {stream: entries} in
+    RESP3, [[stream, entries]] in RESP2; none when the read timed out (a null reply)."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        (entries,) = reply.values()
+    else:
+        assert isinstance(reply, list), reply
+        ((_, entries),) = reply
+    assert isinstance(entries, list), entries
+    return entries
+
+
+def flat_pairs(reply: object) -> list[object]:
+    """An HGETALL's reply as Redis sent it, flat: a map in RESP3, [field, value, ...] in RESP2."""
+    if isinstance(reply, dict):
+        return [item for pair in reply.items() for item in pair]
+    assert isinstance(reply, list), reply
+    return reply
 
 
 def totals_of(pairs: Sequence[object]) -> BetTotals:

@@ -10,14 +10,14 @@ import pytest
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
-from server.core.bets import Spot, SpotLimit, TableLimits
+from server.core.bets import BetTotals, Spot, SpotLimit, TableLimits
 from server.core.errors import BetRejected, RejectCode
 from server.core.rules import TableRules
 from server.store.audit import DEFAULT_AUDIT_KEEP_MS
 from server.store.base import BetReceipt, Store, StoreDataError, StoreUnavailable
 from server.store.codec import packb, unpackb
 from server.store.redis import RedisStore
-from tests.redis_server import RedisProcess
+from tests.redis_server import RedisProcess, delete_keys
 from tests.store import RULES, TABLE, Owner, bet, take
 from tests.store.conftest import StoreFactory
 
@@ -193,6 +193,57 @@ async def test_calls_of_one_loop_turn_share_one_write(table: Store, raw: Redis) 
     many = await asyncio.gather(*(table.balance(p) for p in players * 6))  # 300 calls
     assert many == [700] * 300 and link.writes - writes == 2  # BATCH_MAX is 256
     assert (await table.ledger()).balanced
+
+
+async def test_the_table_loops_reads_go_in_the_turns_write(table: Store) -> None:
+    """What the table loop reads every few steps (a round's totals, whether the table is
+    there when it has none, a pause request) goes in the turn's pipeline: one write for the
+    totals with or without bets, none through the pooled client; an unknown table is still
+    refused."""
+    assert isinstance(table, RedisStore)
+    link = table._batcher.link
+    owner = await Owner(table).start()
+    await owner.open()
+    writes = link.writes
+    assert await table.bet_totals(TABLE, owner.state.round) == BetTotals()
+    assert link.writes - writes == 1
+    await bet(table, "alice", 100, "player")
+    writes = link.writes
+    totals = await table.bet_totals(TABLE, owner.state.round)
+    assert (totals.bets, totals.bettors, totals.totals["player"]) == (1, 1, 100)
+    assert link.writes - writes == 1
+    writes = link.writes
+    assert not await table.paused(TABLE)
+    assert link.writes - writes == 1
+    with pytest.raises(BetRejected) as refused:
+        await table.bet_totals("nope", 1)
+    assert refused.value.code is RejectCode.UNKNOWN_TABLE
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_follow_and_the_loops_reads_take_either_protocols_replies(
+    redis_url: str, protocol: int
+) -> None:
+    """The follower's XREAD and the pipelined HGETALL are read as Redis sent them: a map in
+    RESP3, a flat array in RESP2 (a URL may ask for either)."""
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    sep = "&" if "?" in redis_url else "?"
+    store = RedisStore.from_url(f"{redis_url}{sep}protocol={protocol}", key_prefix=prefix)
+    follower = store.follow(TABLE, 0)
+    try:
+        await store.create_table(TABLE, RULES)
+        await store.ensure_player("alice", 10_000)
+        owner = await Owner(store).start()
+        opened = await owner.open()
+        assert await take(follower, len(opened)) == opened
+        await bet(store, "alice", 100, "player")
+        assert (await store.bet_totals(TABLE, owner.state.round)).totals["player"] == 100
+        shown = await owner.publish()
+        assert await take(follower, len(shown)) == shown
+    finally:
+        await follower.aclose()  # type: ignore[attr-defined]
+        await store.close()
+        await delete_keys(redis_url, [prefix])
 
 
 async def test_bets_of_one_loop_turn_go_as_one_script_per_table(table: Store, raw: Redis) -> None:
