@@ -208,17 +208,25 @@ async def _paced(
     steps: list[dict[str, Any]] = []
     best = 0
     rate = PACED_FIRST
+    retried = False
     while rate <= PACED_LAST:
         try:
             step = await _paced_step(conns, round_no, rate, seconds, meters)
         except TimeoutError:  # answers still missing after the grace: far past the limit
             steps.append({"offered_per_s": rate, "error": "answers missing"})
             break
+        step["retry"] = retried
         steps.append(step)
         kept_up = step["accepted_per_s"] >= 0.95 * rate and not step["rejected"]
+        if kept_up and step["ack_ms"]["p99"] > ACK_P99_MS and not retried:
+            # Kept up but over the p99: one stall of ~15 ms (this machine's, the bare server
+            # shows them too) holds every bet in flight and decides a 2 s step alone. Once
+            # more at the same rate; a second miss ends the steps.
+            retried = True
+            continue
         if not kept_up or step["ack_ms"]["p99"] > ACK_P99_MS:
             break
-        best = rate
+        best, retried = rate, False
         rate += PACED_STEP
     return steps, best
 
@@ -236,7 +244,8 @@ async def measure_bets(
         conns = [await _player(urls[i % len(urls)]) for i in range(clients)]
         round_no = max(c[1] for c in conns)
         left_s = min(c[2] for c in conns if c[1] == round_no) / 1000 - 1.0
-        paced_s = (step_seconds + 1) * (PACED_LAST // PACED_STEP) if step_seconds else 0
+        # every step, each maybe run twice (see _paced), and its grace
+        paced_s = 2 * (step_seconds + 1) * (PACED_LAST // PACED_STEP) if step_seconds else 0
         if any(c[1] != round_no for c in conns) or left_s < seconds + paced_s:
             raise RuntimeError("the betting window is too short for the measurement")
         acks: list[float] = []

@@ -63,7 +63,7 @@ def _row(
 def _best_step(r: dict[str, Any]) -> dict[str, Any] | None:
     best = r.get("best_paced_per_s")
     steps = [s for s in r.get("paced", []) if s.get("offered_per_s") == best and "error" not in s]
-    return steps[0] if steps and "worker_cores" in steps[0] else None
+    return steps[-1] if steps and "worker_cores" in steps[-1] else None  # a retry's, if one
 
 
 def scaling_rows(results: dict[str, Any]) -> list[dict[str, Any]]:

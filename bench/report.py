@@ -219,7 +219,8 @@ def _paced_step(step: dict[str, Any]) -> str:
         return f"{step['offered_per_s']:,}: {step['error']}"
     ack = step["ack_ms"]
     shown = f"{step['offered_per_s']:,}: {step['accepted_per_s']:,}, {ack['p50']} / {ack['p99']}"
-    return shown + f", {step.get('generator_cpu', 0):.0%}"
+    again = " (again: the first try missed)" if step.get("retry") else ""
+    return shown + f", {step.get('generator_cpu', 0):.0%}{again}"
 
 
 GC_TARGET_MS = 20.0  # issue 20: no collector pause over 20 ms
