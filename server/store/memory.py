@@ -45,7 +45,16 @@ from server.store.base import (
 from server.store.codec import state_from_bytes, state_to_bytes
 from server.store.memory_events import MemoryEvents
 from server.store.memory_outbox import MemoryOutbox
-from server.store.memory_records import PlayerRecord, RoundRecord, TableRecord, header_of
+from server.store.memory_records import (
+    BetRow,
+    PlayerRecord,
+    ReceiptRow,
+    RoundRecord,
+    TableRecord,
+    bet_of,
+    header_of,
+    receipt_key,
+)
 from server.store.outbox import BalanceNotice, hold_of, round_entries
 from server.store.recall import history_record, record_body
 from server.store.wallet import DEFAULT_RECALL_ROUNDS
@@ -130,7 +139,7 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
             return None
         state = state_from_bytes(table.blob)
         record = table.rounds.get(state.round, RoundRecord())
-        mine = list(record.mine.get(player, [])) if player is not None else []
+        mine = [bet_of(row) for row in record.mine.get(player, ())] if player is not None else []
         totals = record.bet_totals()
         return Snapshot(
             state, table.seq, table.rules, mine, totals.totals, totals.bettors, epoch=table.epoch
@@ -147,11 +156,11 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
         amount: object,
     ) -> BetReceipt:
         table = self._table(table_id)
-        key = (player, bet_id)
+        key = receipt_key(player, bet_id)
         held = table.receipt_rounds.get(key)
         if held is not None:
             # The same bet_id again: the first answer, no second debit.
-            return table.rounds[held].receipts[key]
+            return table.rounds[held].receipt(key)
         player_record = self._players.get(player)
         balance = player_record.balance if player_record else 0
         now = self._now_ms()  # one instant for the window, the guest's sighting and the log
@@ -164,7 +173,8 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
         if player_record.guest_ttl_ms is not None:  # a guest was seen (MemoryWallet._seen)
             player_record.expires_at_ms = now + player_record.guest_ttl_ms
         self._in_play += amount
-        receipt = self._record_bet(table, record, key, spot_, amount, on_spot, after)
+        row_key = (player, bet_id, key)
+        receipt = self._record_bet(table, record, row_key, spot_, amount, on_spot, after)
         self._audit.append("bet", player, -amount, after, table_id, receipt.round, bet_id, now)
         return receipt
 
@@ -192,23 +202,25 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
     def _record_bet(
         table: TableRecord,
         record: RoundRecord,
-        key: tuple[str, str],  # (player, bet_id)
+        key: tuple[str, str, str],  # (player, bet_id, receipt_key)
         spot: Spot,
         amount: int,
         on_spot: int,
         balance: int,
     ) -> BetReceipt:
-        player, bet_id = key
-        placed = Bet(bet_id, player, spot, amount)
+        player, bet_id, field = key
+        name = spot.value
+        placed: BetRow = (bet_id, player, name, amount)
         record.bets.append(placed)
         record.mine.setdefault(player, []).append(placed)
         record.stakes[(player, spot)] = on_spot + amount
-        record.totals[spot.value] = record.totals.get(spot.value, 0) + amount
+        record.totals[name] = record.totals.get(name, 0) + amount
         header = table.header
-        receipt = BetReceipt(header.table_id, header.round, bet_id, spot.value, amount, balance)
-        record.receipts[key] = receipt
-        table.receipt_rounds[key] = receipt.round
-        return receipt
+        receipt: ReceiptRow = (header.table_id, header.round, bet_id, name, amount, balance)
+        record.receipts[field] = len(record.receipt_rows)
+        record.receipt_rows.append(receipt)
+        table.receipt_rounds[field] = header.round
+        return BetReceipt(*receipt)
 
     # --- the committed shoe's entropy -------------------------------------------------------
     async def add_entropy(self, table_id: str, player: str, value: str) -> Event:
@@ -248,9 +260,10 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
         hold_ms: int,
     ) -> BetReceipt | None:
         table = self._table(table_id)
-        held = table.receipt_rounds.get((player, bet_id))
+        key = receipt_key(player, bet_id)
+        held = table.receipt_rounds.get(key)
         if held is not None:
-            return table.rounds[held].receipts[(player, bet_id)]
+            return table.rounds[held].receipt(key)
         self._check_bet(table, player, round_no, spot, amount, MAX_AMOUNT, self._now_ms())
         assert isinstance(amount, int)
         entry = hold_of(table_id, table.header.round, player, bet_id, amount)
@@ -286,7 +299,7 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
         self._wallet_balances[player] = balance
         if (player_record := self._players.get(player)) is not None:
             self._seen(player_record)
-        key = (player, bet_id)
+        key = (player, bet_id, receipt_key(player, bet_id))
         return self._record_bet(table, record, key, spot_, amount, on_spot, balance)
 
     async def release_debit(
@@ -302,7 +315,7 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
 
     async def round_bets(self, table_id: str, round_no: int) -> list[Bet]:
         record = self._table(table_id).rounds.get(round_no)
-        return list(record.bets) if record else []
+        return [bet_of(row) for row in record.bets] if record else []
 
     async def bet_totals(self, table_id: str, round_no: int) -> BetTotals:
         record = self._table(table_id).rounds.get(round_no)
