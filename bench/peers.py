@@ -41,6 +41,15 @@ from server.core.coup import resolve_coup
 from server.core.shoe import MAX_COUP_CARDS, Shoe
 
 TABLE = "t1"
+# The options of server/transport/server.py, so that only what a server does differs.
+SERVER_OPTIONS: dict[str, Any] = {
+    "compression": None,
+    "max_size": 16 * 1024,
+    "max_queue": 64,
+    "close_timeout": 2,
+    "ping_interval": 20,
+    "ping_timeout": 20,
+}
 Event = dict[str, Any]
 
 
@@ -117,18 +126,7 @@ async def run_bare(args: argparse.Namespace) -> None:
     async def publish(event: Event) -> None:
         broadcast(joined, msgpack.packb(event))  # encoded once, as our hub does
 
-    # The options of server/transport/server.py, so only the fan-out differs.
-    async with serve(
-        handler,
-        "127.0.0.1",
-        args.port,
-        compression=None,
-        max_size=16 * 1024,
-        max_queue=64,
-        close_timeout=2,
-        ping_interval=20,
-        ping_timeout=20,
-    ) as server:
+    async with serve(handler, "127.0.0.1", args.port, **SERVER_OPTIONS) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         print(f"bare: serving on ws://127.0.0.1:{port}/ws", file=sys.stderr, flush=True)
         await deal_forever(args, publish)
@@ -170,18 +168,8 @@ async def ack_handler(ws: ServerConnection) -> None:
 
 
 async def run_ack(args: argparse.Namespace) -> None:
-    async with serve(
-        ack_handler,
-        "127.0.0.1",
-        args.port,
-        subprotocols=ACK_SUBPROTOCOLS,
-        compression=None,
-        max_size=16 * 1024,
-        max_queue=64,
-        close_timeout=2,
-        ping_interval=20,
-        ping_timeout=20,
-    ) as server:
+    options = {**SERVER_OPTIONS, "subprotocols": ACK_SUBPROTOCOLS}
+    async with serve(ack_handler, "127.0.0.1", args.port, **options) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         print(f"ack: serving on ws://127.0.0.1:{port}/ws", file=sys.stderr, flush=True)
         await asyncio.Future()  # until the process is stopped

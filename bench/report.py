@@ -240,6 +240,20 @@ def _gc_cells(gc: dict[str, Any]) -> str:
     return " | ".join(cells) + f" | {'**over**' if over else 'yes'}{missing} |"
 
 
+def gc_problems(results: dict[str, Any]) -> list[str]:
+    """Runs of our node with a process that wrote no collector pauses: its longest pause was
+    not measured, whatever the table's other processes say (a problem, not a 'yes')."""
+    found = []
+    for r in results.get("bets", []):
+        if (r.get("gc") or {}).get("missing"):
+            found.append(f"bets {r['site']}: {r['gc']['missing']} process(es) wrote no pauses")
+    for r in results.get("fanout", []):
+        if (r.get("gc") or {}).get("missing"):
+            run = f"fan-out {r['engine']} {r['spectators']:,}"
+            found.append(f"{run}: {r['gc']['missing']} process(es) wrote no pauses")
+    return found
+
+
 def _gc_runs_table(results: dict[str, Any]) -> list[str]:
     """Our node's collector pauses per run (from the first connection to the run's end)."""
     lines = [
@@ -347,6 +361,8 @@ def section(results: dict[str, Any], plots: list[str]) -> str:
     ]
     if found := problems(results):
         lines += ["**Problems** (the generator was the limit): " + "; ".join(found) + ".", ""]
+    if found := gc_problems(results):
+        lines += ["**Problems** (collector not measured): " + "; ".join(found) + ".", ""]
     if results["skipped"]:
         lines += [f"Skipped to stay within the time budget: {', '.join(results['skipped'])}.", ""]
     lines.append(END)

@@ -28,7 +28,7 @@ from bench.common import ROOT, machine_info, pin_generator
 from bench.cores import problems
 from bench.fanout import ENGINES, measure_fanout
 from bench.gc_pauses import bets_run, spectators_run
-from bench.report import plot, update_doc
+from bench.report import gc_problems, plot, update_doc
 from server.bots.runner import raise_nofile_limit
 
 # With bench_redis_bets.py after it, `make bench` stays about ten minutes: steps begun past
@@ -147,7 +147,7 @@ def main() -> None:
     plots = plot(results, out)
     if not args.no_doc:
         update_doc(results, plots, ROOT / "docs" / "benchmarks.md")
-    for problem in problems(results):
+    for problem in problems(results) + gc_problems(results):
         print(f"bench: PROBLEM: {problem}", file=sys.stderr)
     print(f"bench: done in {results['elapsed_s']} s; {out / name}.json", file=sys.stderr)
 

@@ -157,10 +157,8 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
     ) -> BetReceipt:
         table = self._table(table_id)
         key = receipt_key(player, bet_id)
-        held = table.receipt_rounds.get(key)
-        if held is not None:
-            # The same bet_id again: the first answer, no second debit.
-            return table.rounds[held].receipt(key)
+        if (first := table.receipt(key)) is not None:
+            return first  # the same bet_id again: the first answer, no second debit
         player_record = self._players.get(player)
         balance = player_record.balance if player_record else 0
         now = self._now_ms()  # one instant for the window, the guest's sighting and the log
@@ -260,10 +258,8 @@ class MemoryStore(MemoryEvents, MemoryOutbox):
         hold_ms: int,
     ) -> BetReceipt | None:
         table = self._table(table_id)
-        key = receipt_key(player, bet_id)
-        held = table.receipt_rounds.get(key)
-        if held is not None:
-            return table.rounds[held].receipt(key)
+        if (first := table.receipt(receipt_key(player, bet_id))) is not None:
+            return first
         self._check_bet(table, player, round_no, spot, amount, MAX_AMOUNT, self._now_ms())
         assert isinstance(amount, int)
         entry = hold_of(table_id, table.header.round, player, bet_id, amount)

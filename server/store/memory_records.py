@@ -117,3 +117,8 @@ class TableRecord:
     entropy_round: int = 0  # the round whose window takes entropy (core.table.entropy_window)
     # The entropy of the shoe being committed: its number, and player -> value in order.
     entropy: tuple[int, dict[str, str]] = field(default_factory=lambda: (0, {}))
+
+    def receipt(self, key: str) -> BetReceipt | None:
+        """The receipt of the bet with this receipt_key, if its round is still held."""
+        held = self.receipt_rounds.get(key)
+        return None if held is None else self.rounds[held].receipt(key)

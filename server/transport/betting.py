@@ -55,10 +55,7 @@ async def place(sub: Recipient, ctx: SessionContext, player: str, bet: Bet) -> N
         )
     )
     ctx.metrics.bet_answered("ACCEPTED")
-    if bet.table in ctx.hub.feeds:
-        ctx.hub.settlements.add_bettor(sub, bet.table, receipt.round)
-    else:
-        await ctx.hub.settlements.bet_placed(sub, bet.table, receipt.round)
+    await ctx.hub.settlements.bet_placed(sub, bet.table, receipt.round)
 
 
 def reject(sub: Recipient, ctx: SessionContext, bet: Bet, code: RejectCode, message: str) -> None:

@@ -188,10 +188,7 @@ class PlayerSession:
             self._rate_limited(command, echo_ref(message))
             return await self._refused(verdict)
         try:
-            if type(command) is Bet:  # the hot path: one coroutine less
-                await self._bet(command)
-            else:
-                await self._dispatch(command)
+            await self._dispatch(command)
         except ErrorReply as error:
             self.port.send(shapes.error(error.code, error.message, echo_ref(message)))
         except StoreUnavailable:
@@ -230,7 +227,6 @@ class PlayerSession:
 
     async def _bet(self, command: Bet) -> None:
         metrics = self.ctx.metrics
-        metrics.message_in("bet")
         started = time.perf_counter()
         try:
             if self.player is not None:
@@ -243,7 +239,9 @@ class PlayerSession:
 
     async def _dispatch(self, command: Command) -> None:
         self.ctx.metrics.message_in(_NAMES[type(command)])
-        if isinstance(command, Entropy):
+        if isinstance(command, Bet):
+            await self._bet(command)
+        elif isinstance(command, Entropy):
             await entropy.add(self, self.ctx, self.player, command)
         elif isinstance(command, Join):
             await joins.join(self, self.ctx, command)

@@ -147,11 +147,6 @@ class Settlements:
             except StoreUnavailable:
                 self.log.warning("settlement_not_tracked", table=table_id, round=round_no)
                 return
-        self.add_bettor(sub, table_id, round_no)
-
-    def add_bettor(self, sub: Recipient, table_id: str, round_no: int) -> None:
-        """bet_placed once the table's feed runs on this node (the bet path's common case,
-        without a coroutine)."""
         bettors = self.bettors.get((table_id, round_no))
         if bettors is None:
             bettors = self.bettors[table_id, round_no] = set()

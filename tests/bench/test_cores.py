@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bench.cores import needs, per_core, problems, scaling_rows, section_lines
-from bench.report import section
+from bench.report import gc_problems, section
 
 
 def _gc(cpu_max: float, processes: int = 1) -> dict[str, Any]:
@@ -153,3 +153,13 @@ def test_the_report_has_the_collector_per_run_and_per_worker_and_the_scaling_sec
     assert "| 65,000 bets | failed: RuntimeError('boom')" in text
     assert "### Several cores (--workers), measured" in text
     assert any(line.startswith("| 50,000 bets/s | 2.5 |") for line in section_lines(RUN))
+
+
+def test_a_node_process_that_wrote_no_collector_pauses_is_reported_as_a_problem() -> None:
+    assert gc_problems(RUN) == []
+    missing = {**RUN["bets"][0], "gc": {**RUN["bets"][0]["gc"], "missing": 1}}
+    run = {**RUN, "bets": [missing, *RUN["bets"][1:]]}
+    site = missing["site"]
+    assert gc_problems(run) == [f"bets {site}: 1 process(es) wrote no pauses"]
+    assert "**Problems** (collector not measured): bets " in section(run, [])
+    assert "**Problems** (collector not measured)" not in section(RUN, [])
