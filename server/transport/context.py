@@ -16,6 +16,7 @@ from server.metrics import Metrics
 from server.store.base import Store
 from server.transport.hub import Hub
 from server.transport.limits import RateLimits
+from server.transport.turn_writes import TurnWrites
 from server.transport.wallet_bets import WalletLink
 from server.wire.messages import ErrorCode, ErrorReply
 
@@ -47,6 +48,8 @@ class SessionContext:
     failures_logged: set[str] = field(default_factory=set)
     # The operator's wallet (docs/wallet.md); None: the internal wallet, the store's balances.
     wallet: WalletLink | None = None
+    # Direct answers framed at once, written to their sockets at the end of the loop's turn.
+    turn_writes: TurnWrites = field(default_factory=TurnWrites)
 
     @property
     def guest_ttl_ms(self) -> int:

@@ -2,9 +2,10 @@
 
 It reads frames, decodes them and hands each message to the connection's `PlayerSession`
 (server/transport/protocol.py), and it is that handler's output port: every message is
-encoded here and written through `push_frame`, a synchronous write (websockets' `broadcast` to
-one connection), so direct answers and table events keep one order. It also owns what only a
-socket has: the send-buffer limit (a client too far behind is cut) and the close codes.
+encoded here and framed at once through `push_frame` (the socket write waits for the end of
+the loop's turn, server/transport/turn_writes.py), so direct answers and table events keep one
+order. It also owns what only a socket has: the send-buffer limit (a client too far behind is
+cut) and the close codes.
 
 Frames are handled one at a time, and the adapter yields to the event loop after each, so a
 client flooding frames gets its turn like every other connection and cannot starve them; its
@@ -17,7 +18,7 @@ import asyncio
 from typing import Any
 
 import structlog
-from websockets.asyncio.server import ServerConnection, broadcast
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from server.auth import Admission
@@ -84,7 +85,7 @@ class Session:
         return self._dropped
 
     def push_frame(self, frame: Frame) -> None:
-        broadcast([self.ws], frame)
+        self.ctx.turn_writes.write(self.ws, frame)
 
     def send(self, message: shapes.ServerMessage) -> None:
         self.push(message)
