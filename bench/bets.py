@@ -31,7 +31,14 @@ import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import SERVER_CORE, ServerProcess, baccarat_serve, can_pin, quantile
+from bench.common import (
+    SERVER_CORE,
+    ServerProcess,
+    baccarat_serve,
+    can_pin,
+    generator_collector_held,
+    quantile,
+)
 from bench.fanout import PEERS, TABLE, WORKER_CORES, Meters, Site
 from bench.light_ws import LightClient, light_connect
 from tests.redis_server import start_redis
@@ -236,6 +243,13 @@ async def measure_bets(
 ) -> dict[str, Any]:
     """The closed loop for `seconds` (the most a site takes), then the paced steps of
     `step_seconds` each (none if 0), all in one betting window."""
+    with generator_collector_held():
+        return await _measure_bets(site_name, clients, seconds, step_seconds)
+
+
+async def _measure_bets(
+    site_name: str, clients: int, seconds: float, step_seconds: float
+) -> dict[str, Any]:
     site = await _start(site_name)
     conns: list[tuple[LightClient, int, int]] = []
     try:

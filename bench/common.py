@@ -8,6 +8,8 @@ Redis) runs on one core (`taskset -c 0`) and the load generator, this process, o
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import platform
@@ -17,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -41,6 +43,26 @@ _SERVING = re.compile(r"serving on ws://[\d.]+:(\d+)")
 WORKERS_WAIT_S = 10.0  # after the first worker serves, how long the others may take
 GC_STATS_ENV = "BACCARAT_GC_STATS"  # server/runtime/collector.py: every pause, at the stop
 Pause = tuple[int, float, float, float]  # (generation, unix time, seconds, cpu seconds)
+
+
+@contextlib.contextmanager
+def generator_collector_held() -> Iterator[None]:
+    """The generator's own cyclic collector kept out of a measurement: what earlier runs left
+    is collected first, then no collection runs until the measurement ends.
+
+    The generator is a Python process too. Its clients of one run die in reference cycles
+    (a client and the callback that reads it), so only a full collection frees them, and it
+    came inside the next run's window: 30-116 ms (200,000 objects) in a `make bench` of
+    2026-12-01, each delaying every arrival it timed. The Redis run at 10,000 spectators,
+    which follows the memory engine's, showed it as a first write of 30-79 ms."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def can_pin() -> bool:

@@ -46,6 +46,7 @@ from bench.common import (
     ServerProcess,
     baccarat_serve,
     can_pin,
+    generator_collector_held,
     pause_summary,
     quantile,
     rss_bytes,
@@ -288,6 +289,11 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 
 async def measure_fanout(engine: str, n: int, window_s: float) -> dict[str, Any]:
+    with generator_collector_held():
+        return await _measure_fanout(engine, n, window_s)
+
+
+async def _measure_fanout(engine: str, n: int, window_s: float) -> dict[str, Any]:
     cadence = Cadence.for_spectators(n)
     site = await start_site(engine, cadence)
     recorder = Recorder()
