@@ -50,6 +50,10 @@ async def dial() -> AsyncIterator[Dial]:
                     subprotocols=[Subprotocol(Encoding.JSON.value)],
                     additional_headers=headers,
                     open_timeout=within(),
+                    # Never stop reading: a joined client left unread would fill a bounded
+                    # queue, leave the server's close frame unread and make its close wait
+                    # out the close timeout (10 s).
+                    max_queue=None,
                 )
             )
             client = Client(ws)

@@ -27,6 +27,9 @@ async def settled_rounds(node: Node, open_client: ClientFactory, rounds: int) ->
     client = await open_client(node)
     await client.join(TABLE)
     event = await client.event("round_settled", after_round=rounds - 1, seconds=10 + rounds)
+    # Closed now, while it is still reading: a client left joined but unread fills its queue,
+    # stops reading, and its close at the teardown then waits out the close timeout (10 s).
+    await client.ws.close()
     seq: int = event["seq"]
     return seq
 
