@@ -1,7 +1,15 @@
-"""Micro-benchmark: place_bet through RedisStore, concurrent batches and one at a time.
+"""Micro-benchmark: place_bet through RedisStore, concurrent batches and one at a time, and
+Redis's floors for a bet beside it.
 
 Run `.venv/bin/python bench/bench_redis_bets.py [--bets N] [--batch N]`. It uses REDIS_URL if
 set, else starts its own redis-server (tests/redis_server.py), and deletes its keys after.
+
+The floors (docs/benchmarks.md, "The floors"): Redis's CPU per bet (`INFO cpu`) for two
+reference scripts, called with the same batches as the store's (BET_BATCH_MAX bets, each with
+place_bet's three keys and five arguments, the same calls in flight): `CALL_ALONE` answers each
+bet and does nothing else (what a script call of that shape costs), `WRITES_ALONE` makes only
+the writes every accepted bet needs (debit, stake in play, receipt, the round's record, the
+audit entry) and checks nothing. place_bet's own figure is read the same way in the burst.
 """
 
 from __future__ import annotations
@@ -23,10 +31,40 @@ from redis.asyncio import Redis
 from server.core.rules import PRESETS
 from server.core.table import open_round
 from server.store.redis import RedisStore
+from server.store.redis_bets import BET_BATCH_MAX
 from tests.redis_server import start_redis
 
 TABLE = "bench"
 PLAYERS = 100
+
+# The reference scripts of the floors. KEYS per bet: balance, in_play, audit log; ARGV: the
+# table, then per bet player, bet_id, round, spot, amount (place_bet.lua's shape).
+CALL_ALONE = """
+local replies = {}
+for i = 0, (#ARGV - 1) / 5 - 1 do
+  replies[i + 1] = {'OK', ARGV[3 + 5 * i]}
+end
+return replies
+"""
+WRITES_ALONE = """
+local replies = {}
+local ts = tonumber(redis.call('TIME')[1]) * 1000
+for i = 0, (#ARGV - 1) / 5 - 1 do
+  local a = 2 + 5 * i
+  local player, bet_id, round, spot, amount = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
+    tonumber(ARGV[a + 4])
+  local after = redis.call('DECRBY', KEYS[1 + 3 * i], amount)
+  redis.call('INCRBY', KEYS[2 + 3 * i], amount)
+  local receipt = cmsgpack.pack({ARGV[1], tonumber(round), bet_id, spot, amount, after})
+  redis.call('HSET', KEYS[3 * i + 3] .. ':receipts', #player .. ':' .. player .. ':' .. bet_id,
+    receipt)
+  redis.call('RPUSH', KEYS[3 * i + 3] .. ':bets', cmsgpack.pack({bet_id, player, spot, amount}))
+  redis.call('XADD', KEYS[3 * i + 3], 'MAXLEN', 1000, '*', 'a',
+    cmsgpack.pack({'bet', ARGV[1], tonumber(round), bet_id, -amount, after, ts}))
+  replies[i + 1] = {'OK', receipt}
+end
+return replies
+"""
 
 
 async def open_table(store: RedisStore) -> None:
@@ -79,9 +117,10 @@ async def run(url: str, bets: int, batch: int) -> None:
         print(f"warm-up: 200 bets in batches of {batch}")
         await burst(store, 200, batch)  # connections and script cache warm
         print(f"burst: {bets} bets in batches of {batch} via asyncio.gather")
-        usec_before = await script_usec(url)
+        usec_before, cpu_before = await script_usec(url), await redis_cpu_s(url)
         rate = await burst(store, bets, batch, first_id=1_000_000)  # ids unused by the warm-up
         usec_per_bet = (await script_usec(url) - usec_before) / bets
+        cpu_per_bet = (await redis_cpu_s(url) - cpu_before) / bets * 1e6
         print("sequential: 500 single bets")
         latencies = await one_by_one(store, 500)
         ledger = await store.ledger()
@@ -91,9 +130,60 @@ async def run(url: str, bets: int, batch: int) -> None:
         print(f"result: {rate:,.0f} bets/s concurrent (batch {batch}); ", end="")
         print(f"sequential p50 {p50:.3f} ms, p99 {p99:.3f} ms ({1000 / p50:,.0f} bets/s)")
         print(f"server side: {usec_per_bet:.1f} us of place_bet script per bet in the burst")
+        floor = await floors(url, f"{prefix}-floor", bets, batch)
+        print(
+            f"Redis CPU per bet (INFO cpu): place_bet {cpu_per_bet:.1f} us; floors: "
+            f"the call alone {floor['call_alone']:.1f} us, "
+            f"a bet's writes alone {floor['writes_alone']:.1f} us"
+        )
     finally:
         await store.close()
         await delete_keys(url, prefix)
+        await delete_keys(url, f"{prefix}-floor")
+
+
+async def floors(url: str, prefix: str, bets: int, batch: int) -> dict[str, float]:
+    """Redis's CPU per bet for CALL_ALONE and WRITES_ALONE, `bets` bets each, sent as the
+    store sends a burst's: `batch` at a time, in calls of BET_BATCH_MAX bets."""
+    client = Redis.from_url(url)
+    try:
+        measured = {}
+        for name, script in (("call_alone", CALL_ALONE), ("writes_alone", WRITES_ALONE)):
+            sha = await client.script_load(script)
+            before = await redis_cpu_s(url)
+            for first in range(0, bets, batch):
+                last = min(first + batch, bets)
+                calls = []
+                for start in range(first, last, BET_BATCH_MAX):
+                    keys, args = _floor_call(prefix, range(start, min(start + BET_BATCH_MAX, last)))
+                    calls.append(client.evalsha(sha, len(keys), *keys, *args))
+                await asyncio.gather(*calls)
+            measured[name] = (await redis_cpu_s(url) - before) / bets * 1e6
+        return measured
+    finally:
+        await client.aclose()
+
+
+def _floor_call(prefix: str, bets: range) -> tuple[list[str], list[str]]:
+    """One reference call's KEYS and ARGV for these bets (place_bet's shape)."""
+    keys: list[str] = []
+    args: list[str] = [TABLE]
+    for i in bets:
+        player = f"p{i % PLAYERS}"
+        keys += [f"{prefix}:balance:{player}", f"{prefix}:in_play:{player}"]
+        keys.append(f"{prefix}:audit:{player}")
+        args += [player, f"f{i}", "1", ("player", "banker")[i % 2], "100"]
+    return keys, args
+
+
+async def redis_cpu_s(url: str) -> float:
+    """Redis's own CPU seconds so far (INFO cpu: used_cpu_sys + used_cpu_user)."""
+    client = Redis.from_url(url)
+    try:
+        info = await client.info("cpu")
+    finally:
+        await client.aclose()
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
 async def script_usec(url: str) -> float:

@@ -7,7 +7,9 @@ the same connections, paced steps: bets offered at a fixed total rate (2,000/s, 
 whatever the answers, each step for a few seconds, until the ack p99 passes 5 ms: the highest
 rate a site answers within 5 ms at p99 (`best_paced_per_s`). Sites: the bare
 acknowledgement server (`bench/peers.py ack`: plain `websockets`, each bet answered with
-`bet_accepted`'s shape, the library's limit), the memory engine on one node, the Redis engine
+`bet_accepted`'s shape, the library's limit), the `floor` (our memory node with its bet
+handler replaced by that same answer, bench/floor_node.py: what our node costs per bet
+outside the handler; closed loop only), the memory engine on one node, the Redis engine
 on one node and on two nodes sharing the table (nodes and Redis on the server core, the
 generator on the other). Per site: the node's CPU per accepted bet (`node_us_per_bet`, the
 closed loop's), and on Redis, Redis's own CPU per bet from `INFO cpu` (`redis_us_per_bet`:
@@ -45,7 +47,8 @@ from tests.redis_server import start_redis
 
 __all__ = ["SITES", "measure_bets"]
 
-SITES = ("bare", "memory", "redis", "redis2", "redisw2")
+SITES = ("bare", "floor", "memory", "redis", "redis2", "redisw2")
+FLOOR_NODE = str(Path(__file__).resolve().parent / "floor_node.py")
 WINDOW_S = 120.0  # one betting window holds the whole measurement
 # The paced steps: offered bets/s from PACED_FIRST up by PACED_STEP, until the ack p99 passes
 # ACK_P99_MS (issue 10's target: 15,000/s at p99 <= 5 ms).
@@ -69,6 +72,9 @@ async def _start(site_name: str) -> Site:
     }
     if site_name == "bare":  # the library's limit: bench/peers.py ack
         return Site([await ServerProcess("ack", [sys.executable, PEERS, "ack"]).start()])
+    if site_name == "floor":  # our node, its bet handler replaced by the bare peer's answer
+        node = baccarat_serve("floor", options, program=[FLOOR_NODE])
+        return Site([await node.start()])
     if site_name == "memory":
         return Site([await baccarat_serve("memory", options).start()])
     site = Site([], start_redis())

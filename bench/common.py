@@ -282,10 +282,12 @@ def baccarat_serve(
     redis: str = "",
     cores: str = str(SERVER_CORE),
     env: dict[str, str] | None = None,
+    program: Sequence[str] = ("-m", "server.cli"),
 ) -> ServerProcess:
     """`baccarat serve` on a free port with these options (names as Settings fields), and
-    these environment variables; its processes write their collector pauses (gc_stats)."""
-    argv = [sys.executable, "-m", "server.cli", "serve", "--port", "0", "--log-level", "warning"]
+    these environment variables; its processes write their collector pauses (gc_stats).
+    `program`: what Python runs (bench/floor_node.py for the bets' `floor` site)."""
+    argv = [sys.executable, *program, "serve", "--port", "0", "--log-level", "warning"]
     if redis:
         argv += ["--redis", redis]
     # No drain at the stop (3 s by default, even with no client left): it is not measured.

@@ -137,6 +137,19 @@ ACK_ROUND = 1
 ACK_BALANCE = 10**12
 
 
+def ack_of(bet: Event, balance: int) -> Event:
+    """The acknowledgement of a bet frame, `bet_accepted`'s shape; nothing checked."""
+    return {
+        "type": "bet_accepted",
+        "table": bet["table"],
+        "round": bet["round"],
+        "bet_id": bet["bet_id"],
+        "spot": bet["spot"],
+        "amount": bet["amount"],
+        "balance": balance,
+    }
+
+
 async def ack_handler(ws: ServerConnection) -> None:
     """welcome; join -> a betting-phase snapshot; bet -> bet_accepted, nothing else checked."""
     as_json = ws.subprotocol == "baccarat.v1.json"
@@ -151,16 +164,7 @@ async def ack_handler(ws: ServerConnection) -> None:
         kind = message.get("type") if isinstance(message, dict) else None
         if kind == "bet":
             balance -= message["amount"]
-            reply = {
-                "type": "bet_accepted",
-                "table": message["table"],
-                "round": message["round"],
-                "bet_id": message["bet_id"],
-                "spot": message["spot"],
-                "amount": message["amount"],
-                "balance": balance,
-            }
-            await ws.send(encode(reply))
+            await ws.send(encode(ack_of(message, balance)))
         elif kind == "join":
             snapshot: Event = {"type": "snapshot", "table": TABLE, "phase": "betting"}
             snapshot |= {"round": ACK_ROUND, "time_left_ms": 3_600_000, "seq": 0}

@@ -146,6 +146,7 @@ def _second_node(results: dict[str, Any]) -> list[str]:
 
 _BET_SITES = {
     "bare": "bare websockets (ack)",
+    "floor": "floor: memory node, bets answered as bare",
     "memory": "memory, 1 node",
     "redis": "Redis, 1 node",
     "redis2": "Redis, 2 nodes",

@@ -88,9 +88,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             continue
         print(f"bets: {site}, {args.bet_clients} clients ...", file=sys.stderr, flush=True)
         try:
-            bets = await measure_bets(
-                site, args.bet_clients, args.bet_seconds, args.bet_step_seconds
-            )
+            # The floor is a cost per bet, not a site anyone runs: no paced steps.
+            steps = 0.0 if site == "floor" else args.bet_step_seconds
+            bets = await measure_bets(site, args.bet_clients, args.bet_seconds, steps)
         except Exception as error:
             bets = {"site": site, "error": repr(error)}
         print(f"  {json.dumps(bets)}", file=sys.stderr, flush=True)
