@@ -2,9 +2,10 @@
 
 For one engine and one N: start the server (pinned to the server core), connect and join N
 spectators from this process (the generator, on the other core), then for a window of seconds
-record every delivery of every event. The spectators are bench/light_ws.py clients, the same
-for every server: a generator built on the `websockets` client spent ~20 µs per message and was
-the limit at 5,000 and 10,000 spectators. Results:
+count every delivery, and time every arrival of the card events stamped inside the window
+(those still arriving when it closes too, for up to FINISH_S). The spectators are
+bench/light_ws.py clients, the same for every server: a generator built on the `websockets`
+client spent ~20 µs per message and was the limit at 5,000 and 10,000 spectators. Results:
 
 * connect_s: from the first connect to the last `joined`;
 * rss_per_conn_kib: the server's RSS growth from before the connections to after the joins,
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import sys
 import time
@@ -62,6 +64,7 @@ TABLE = "t1"
 PEERS = str(Path(__file__).resolve().parent / "peers.py")
 CONNECT_CONCURRENCY = 500  # handshakes in flight at once
 OPEN_TIMEOUT_S = 30.0
+FINISH_S = 2.0  # after the window, the most its last events' deliveries are waited for
 
 
 @dataclass(frozen=True)
@@ -93,26 +96,53 @@ class Cadence:
 
 @dataclass
 class Recorder:
-    """Every delivery while `active`: card arrivals per seq (per node for two nodes)."""
+    """The deliveries counted while the window is open (`active`), and every arrival of the
+    card events stamped inside it (per seq, and each node's first for two nodes), however
+    late they come. Timing by stamp, not by arrival: an event stamped before the window
+    opened may be half delivered already, and timing only its later arrivals made its first
+    write look as late as the broadcast was long (one such event, 25-38 ms at 5,000
+    spectators, was a whole run's first-write p99); the last event's broadcast may also end
+    after the window closes, and its late arrivals count too."""
 
     active: bool = False
+    since_ms: float = math.inf  # the window, by the same clock as the events' `ts`
+    until_ms: float = math.inf
     deliveries: int = 0
     ts: dict[int, int] = field(default_factory=dict)
     arrivals: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     by_node: dict[int, dict[int, float]] = field(default_factory=lambda: defaultdict(dict))
 
+    clients: int = 0  # set at the close: the connections every timed event goes to
+    finished: asyncio.Event = field(default_factory=asyncio.Event)  # all of them delivered
+
+    def open(self) -> None:
+        self.since_ms = time.time() * 1000
+        self.active = True
+
+    def close(self, clients: int) -> None:
+        self.active = False
+        self.until_ms = time.time() * 1000
+        self.clients = clients
+        self._check_finished()
+
     def seen(self, event: dict[str, Any], node: int) -> None:
-        if not self.active:
-            return
         now = time.time()
-        self.deliveries += 1
-        if event.get("kind") == "card":
-            seq = event["seq"]
-            self.ts[seq] = event["ts"]
-            self.arrivals[seq].append(now)
-            first = self.by_node[node]
-            if seq not in first:
-                first[seq] = now
+        if self.active:
+            self.deliveries += 1
+        if event.get("kind") != "card" or not self.since_ms <= event["ts"] < self.until_ms:
+            return
+        seq = event["seq"]
+        self.ts[seq] = event["ts"]
+        self.arrivals[seq].append(now)
+        first = self.by_node[node]
+        if seq not in first:
+            first[seq] = now
+        if self.clients:
+            self._check_finished()
+
+    def _check_finished(self) -> None:
+        if all(len(arrivals) >= self.clients for arrivals in self.arrivals.values()):
+            self.finished.set()
 
 
 # --- clients of each engine ------------------------------------------------------------------
@@ -311,11 +341,14 @@ async def _measure_fanout(engine: str, n: int, window_s: float) -> dict[str, Any
         workers = site.worker_pids()
         meters = Meters.of(site, workers)
         meters.start()
-        recorder.active = True
+        recorder.open()
         await asyncio.sleep(window_s)
-        recorder.active = False
+        recorder.close(len(clients))
         meters.stop()
         until = time.time()
+        # The window's last events may still be on their way: their arrivals are timed too.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(recorder.finished.wait(), FINISH_S)
     finally:
         for ws, _ in clients:
             ws.abort()  # no closing handshakes: tearing down is not measured
