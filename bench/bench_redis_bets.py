@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.redis_
 
 from redis.asyncio import Redis
 
+from bench.common import redis_cpu_s, redis_info
 from server.core.rules import PRESETS
 from server.core.table import open_round
 from server.store.redis import RedisStore
@@ -176,23 +177,9 @@ def _floor_call(prefix: str, bets: range) -> tuple[list[str], list[str]]:
     return keys, args
 
 
-async def redis_cpu_s(url: str) -> float:
-    """Redis's own CPU seconds so far (INFO cpu: used_cpu_sys + used_cpu_user)."""
-    client = Redis.from_url(url)
-    try:
-        info = await client.info("cpu")
-    finally:
-        await client.aclose()
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
-
-
 async def script_usec(url: str) -> float:
     """Redis's time in scripts so far (a place_bet script carries a batch of bets)."""
-    client = Redis.from_url(url)
-    try:
-        stats = await client.info("commandstats")
-    finally:
-        await client.aclose()
+    stats = await redis_info(url, "commandstats")
     return float(stats.get("cmdstat_evalsha", {}).get("usec", 0.0))
 
 

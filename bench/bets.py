@@ -40,6 +40,7 @@ from bench.common import (
     can_pin,
     generator_collector_held,
     quantile,
+    redis_cpu_s,
 )
 from bench.fanout import PEERS, TABLE, WORKER_CORES, Meters, Site
 from bench.light_ws import LightClient, light_connect
@@ -93,16 +94,7 @@ async def _start(site_name: str) -> Site:
 
 async def _redis_cpu_s(site: Site) -> float:
     """Redis's own CPU seconds so far (INFO cpu: used_cpu_sys + used_cpu_user); 0 without."""
-    if site.redis is None:
-        return 0.0
-    from redis.asyncio import Redis
-
-    client = Redis.from_url(site.redis.url)
-    try:
-        info = await client.info("cpu")
-    finally:
-        await client.aclose()
-    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+    return 0.0 if site.redis is None else await redis_cpu_s(site.redis.url)
 
 
 async def _player(url: str) -> tuple[LightClient, int, int]:

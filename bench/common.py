@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "ROOT",
@@ -34,6 +35,8 @@ __all__ = [
     "pin_generator",
     "pinned",
     "quantile",
+    "redis_cpu_s",
+    "redis_info",
 ]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -274,6 +277,23 @@ class ServerProcess:
             pid: [p for p in pauses if since <= p[1] - p[2] <= until]
             for pid, pauses in self.pauses.items()
         }
+
+
+async def redis_info(url: str, section: str) -> dict[str, Any]:
+    """One `INFO` section of the Redis at `url`."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(url)
+    try:
+        return dict(await client.info(section))
+    finally:
+        await client.aclose()
+
+
+async def redis_cpu_s(url: str) -> float:
+    """Redis's own CPU seconds so far (INFO cpu: used_cpu_sys + used_cpu_user)."""
+    info = await redis_info(url, "cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
 def baccarat_serve(
