@@ -112,8 +112,11 @@ class Recorder:
     arrivals: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     by_node: dict[int, dict[int, float]] = field(default_factory=lambda: defaultdict(dict))
 
-    clients: int = 0  # set at the close: the connections every timed event goes to
-    finished: asyncio.Event = field(default_factory=asyncio.Event)  # all of them delivered
+    clients: int = 0  # set at the close: how many connections read events
+    # The connections that got an event stamped after the window: each connection gets a
+    # table's events in order, so such a connection has had every event stamped inside it.
+    past: set[object] = field(default_factory=set)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)  # every connection is past
 
     def open(self) -> None:
         self.since_ms = time.time() * 1000
@@ -123,26 +126,26 @@ class Recorder:
         self.active = False
         self.until_ms = time.time() * 1000
         self.clients = clients
-        self._check_finished()
 
-    def seen(self, event: dict[str, Any], node: int) -> None:
+    def seen(self, event: dict[str, Any], node: int, client: object) -> None:
+        """One event as `client` (a connection of `node`) read it."""
         now = time.time()
         if self.active:
             self.deliveries += 1
-        if event.get("kind") != "card" or not self.since_ms <= event["ts"] < self.until_ms:
+        ts = event.get("ts", -math.inf)  # every event has one; none: not timed
+        if ts >= self.until_ms:
+            self.past.add(client)
+            if len(self.past) >= self.clients:
+                self.finished.set()
+            return
+        if event.get("kind") != "card" or ts < self.since_ms:
             return
         seq = event["seq"]
-        self.ts[seq] = event["ts"]
+        self.ts[seq] = ts
         self.arrivals[seq].append(now)
         first = self.by_node[node]
         if seq not in first:
             first[seq] = now
-        if self.clients:
-            self._check_finished()
-
-    def _check_finished(self) -> None:
-        if all(len(arrivals) >= self.clients for arrivals in self.arrivals.values()):
-            self.finished.set()
 
 
 # --- clients of each engine ------------------------------------------------------------------
@@ -206,7 +209,7 @@ def _reader(ws: LightClient, engine: str, node: int, recorder: Recorder) -> Mess
                 return
             message = data[1]
         if message.get("type") == "event":
-            recorder.seen(message, node)
+            recorder.seen(message, node, ws)
 
     return on_message
 
@@ -346,7 +349,9 @@ async def _measure_fanout(engine: str, n: int, window_s: float) -> dict[str, Any
         recorder.close(len(clients))
         meters.stop()
         until = time.time()
-        # The window's last events may still be on their way: their arrivals are timed too.
+        # The window's last events may still be on their way: their arrivals are timed too,
+        # until every connection has had an event stamped after the window (one comes every
+        # deal interval or pause, at most 0.5 s apart), or FINISH_S.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(recorder.finished.wait(), FINISH_S)
     finally:

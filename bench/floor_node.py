@@ -2,15 +2,15 @@
 
 `baccarat serve`, unchanged but for one thing: a bet frame is answered as the bare
 acknowledgement peer answers it (bench/peers.py `ack_of`: decoded, `bet_accepted`'s shape,
-nothing checked, no store), through the node's own WebSocket port and its turn writes. Every
+nothing checked, no store), through the node's own WebSocket port (`Session.send`). Every
 other frame (the join) goes to the real handler, so the connection is welcomed and joined as
 usual. What this node spends per bet is what our node costs outside the bet handler: the
 `websockets` connection under our session loop, our writes, and the node's own machinery
 running meanwhile (the table loop, the feed, metrics, the collector's settings).
 
-Its CPU per bet ÷ the bare peer's, in the same run, is the least that any bet handler adds to:
-with this floor at 1.30 a node at 1.3 x bare has nothing left for checking, debiting and
-recording a bet (docs/benchmarks.md, "The floors").
+In the same run, the real node's CPU per bet minus this one's is what the bet handler costs,
+and a target (1.3 x the bare peer's) minus this one's is what it leaves the handler
+(docs/benchmarks.md, "The floors").
 
     python bench/floor_node.py serve [baccarat serve's options]
 """
@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.peers import ACK_BALANCE, ack_of
 from server import cli
 from server.transport.session import Session
-from server.wire.codec import Frame, Undecodable, decode, encode
+from server.wire.codec import Frame, Undecodable, decode
+from server.wire.shapes import ServerMessage
 
 _handle_frame = Session._handle_frame
 
@@ -37,7 +39,9 @@ async def answer_bets_as_bare(self: Session, frame: Frame) -> bool:
     except Undecodable:
         return await _handle_frame(self, frame)  # closes the connection, as the node does
     if isinstance(message, dict) and message.get("type") == "bet":
-        self.push_frame(encode(ack_of(message, ACK_BALANCE), self.encoding))
+        # Through Session.send, as every answer of the node: the buffer check, the encoding,
+        # the turn write and the message counter are the floor's too.
+        self.send(cast("ServerMessage", ack_of(message, ACK_BALANCE)))
         return True
     return await self.handler.handle(message)
 

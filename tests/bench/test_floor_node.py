@@ -4,6 +4,8 @@ handler: nothing checked, nothing placed."""
 
 from __future__ import annotations
 
+import asyncio
+
 import msgpack
 
 from bench import bets
@@ -19,9 +21,10 @@ async def test_the_floor_node_joins_as_ours_and_answers_bets_as_the_bare_peer() 
         # acknowledged: the floor never reaches the handler, the limits or the store.
         bet = {"type": "bet", "table": bets.TABLE, "round": round_no, "bet_id": "f1"}
         ws.send(msgpack.packb({**bet, "spot": "nowhere", "amount": 10**15}))
-        answer = msgpack.unpackb(await ws.recv())
-        while answer.get("type") in ("joined", "event"):  # the join's answer, table events
+        async with asyncio.timeout(10):
             answer = msgpack.unpackb(await ws.recv())
+            while answer.get("type") in ("joined", "event"):  # the join's answer, table events
+                answer = msgpack.unpackb(await ws.recv())
         assert answer == {
             "type": "bet_accepted",
             **{k: v for k, v in bet.items() if k != "type"},
