@@ -16,6 +16,7 @@ import msgpack
 
 __all__ = [
     "MAX_FRAME_BYTES",
+    "MAX_JSON_DEPTH",
     "SUBPROTOCOLS",
     "Encoding",
     "Undecodable",
@@ -26,6 +27,12 @@ __all__ = [
 ]
 
 MAX_FRAME_BYTES = 16 * 1024  # a client message is small; bigger frames close with 1009
+# No client message nests arrays and maps more than a few levels; a JSON frame nested deeper
+# is refused before parsing (see _json_too_deep).
+MAX_JSON_DEPTH = 32
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a bracket in one is no nesting
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_TOO_MANY_OPENED = re.compile(r"[\[{]" + f"{{{MAX_JSON_DEPTH + 1}}}")  # that many in a row
 
 
 class Encoding(StrEnum):
@@ -71,10 +78,38 @@ def encode(message: Mapping[str, object], encoding: Encoding) -> Frame:
     return packed
 
 
+def _json_too_deep(text: str) -> bool:
+    """Whether the JSON text nests arrays and objects more than MAX_JSON_DEPTH deep (or its
+    brackets do not match, which no JSON value has).
+
+    Checked before parsing because json's parser recurses once per level on the interpreter's
+    recursion budget: a frame nested ~1,000 deep is refused with a RecursionError, but on the
+    way there any finalizer the cyclic collector runs (an allocation can start a collection)
+    finds no budget left and fails, reported as an unraisable exception (seen in the fuzz
+    test). A frame nests no deeper than it has opening brackets, so the common frame costs two
+    counts. Otherwise its brackets outside strings are kept and the innermost pairs removed,
+    one level a pass, all in C: at most MAX_JSON_DEPTH passes."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return False
+    brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text))
+    for _ in range(MAX_JSON_DEPTH):
+        if _TOO_MANY_OPENED.search(brackets):  # the plain "[[[[..." at once
+            return True
+        inner_removed = brackets.replace("[]", "").replace("{}", "")
+        if not inner_removed:
+            return False
+        if len(inner_removed) == len(brackets):
+            return True  # unmatched
+        brackets = inner_removed
+    return True
+
+
 def decode(frame: Frame) -> object:
     """Decode one frame; the result may be any value (callers check it is a map)."""
     try:
         if isinstance(frame, str):
+            if _json_too_deep(frame):
+                raise ValueError(f"arrays and objects nested deeper than {MAX_JSON_DEPTH}")
             return json.loads(frame)
         # The frame's size is already bounded by the server's max_size; unpackb sizes its own
         # limits from len(frame) (it takes no max_buffer_size). Invalid UTF-8 in a str decodes

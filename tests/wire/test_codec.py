@@ -8,7 +8,16 @@ from typing import Any
 import msgpack
 import pytest
 
-from server.wire.codec import SUBPROTOCOLS, Encoding, Undecodable, Unencodable, decode, encode
+from server.wire import codec
+from server.wire.codec import (
+    MAX_JSON_DEPTH,
+    SUBPROTOCOLS,
+    Encoding,
+    Undecodable,
+    Unencodable,
+    decode,
+    encode,
+)
 
 EVENT: dict[str, Any] = {
     "type": "event",
@@ -142,3 +151,29 @@ def test_a_message_no_frame_can_carry_is_unencodable(
     for encoding in encodings:
         with pytest.raises(Unencodable):
             encode(message, encoding)
+
+
+def test_json_nested_past_the_depth_limit_is_refused_before_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """json's parser recurses on the interpreter's recursion budget, and near its limit any
+    finalizer the collector runs meanwhile fails: a JSON frame nested deeper than
+    MAX_JSON_DEPTH never reaches the parser."""
+    deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)
+    interleaved = "[[]" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH  # one level past, not in a row
+    assert decode(deep[1:-1]) is not None  # MAX_JSON_DEPTH levels decode
+
+    def parser_called(text: str) -> object:
+        raise AssertionError("the parser was given a frame nested past the limit")
+
+    monkeypatch.setattr(codec.json, "loads", parser_called)
+    for frame in (deep, interleaved, "[" * 5000 + "]" * 5000, '{"a":' + "[}" * 40 + "}"):
+        with pytest.raises(Undecodable, match="nested deeper"):
+            decode(frame)
+
+
+def test_brackets_in_json_strings_are_not_nesting() -> None:
+    """A string full of brackets (escaped quotes too) in a shallow frame decodes as usual."""
+    text = "[{" * 100 + '\\"]}'
+    frame = json.dumps({"type": "ping", "ref": text, "more": [[{"a": [1]}]] * 20})
+    assert decode(frame) == {"type": "ping", "ref": text, "more": [[{"a": [1]}]] * 20}
