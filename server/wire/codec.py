@@ -33,6 +33,7 @@ MAX_JSON_DEPTH = 32
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a bracket in one is no nesting
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 _TOO_MANY_OPENED = re.compile(r"[\[{]" + f"{{{MAX_JSON_DEPTH + 1}}}")  # that many in a row
+_EMPTY_PAIR = re.compile(r"\[\]|\{\}")  # one substitution removes exactly one level
 
 
 class Encoding(StrEnum):
@@ -95,7 +96,8 @@ def _json_too_deep(text: str) -> bool:
     for _ in range(MAX_JSON_DEPTH):
         if _TOO_MANY_OPENED.search(brackets):  # the plain "[[[[..." at once
             return True
-        inner_removed = brackets.replace("[]", "").replace("{}", "")
+        # Not two str.replace: "{[]}" would lose two levels in one pass.
+        inner_removed = _EMPTY_PAIR.sub("", brackets)
         if not inner_removed:
             return False
         if len(inner_removed) == len(brackets):
