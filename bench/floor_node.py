@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.peers import ACK_BALANCE, ack_of
 from server import cli
 from server.transport.session import Session
-from server.wire.codec import Frame, Undecodable, decode
+from server.wire.codec import MAX_JSON_DEPTH, Frame, Undecodable, decode
 from server.wire.shapes import ServerMessage
 
 _handle_frame = Session._handle_frame
@@ -35,7 +35,7 @@ _handle_frame = Session._handle_frame
 async def answer_bets_as_bare(self: Session, frame: Frame) -> bool:
     """Session._handle_frame with a bet answered by `ack_of`; anything else as the node does."""
     try:
-        message = decode(frame)
+        message = decode(frame, MAX_JSON_DEPTH)
     except Undecodable:
         return await _handle_frame(self, frame)  # closes the connection, as the node does
     if isinstance(message, dict) and message.get("type") == "bet":

@@ -27,7 +27,15 @@ from server.transport.context import SessionContext
 from server.transport.port import FLOOD_CLOSE_CODE, STORE_CLOSE_CODE
 from server.transport.protocol import PlayerSession
 from server.wire import shapes
-from server.wire.codec import Encoding, Frame, Undecodable, Unencodable, decode, encode
+from server.wire.codec import (
+    MAX_JSON_DEPTH,
+    Encoding,
+    Frame,
+    Undecodable,
+    Unencodable,
+    decode,
+    encode,
+)
 from server.wire.messages import ErrorCode
 
 __all__ = [
@@ -153,7 +161,7 @@ class Session:
 
     async def _handle_frame(self, frame: Frame) -> bool:
         try:
-            message = decode(frame)
+            message = decode(frame, MAX_JSON_DEPTH)
         except Undecodable as error:
             await self.ws.close(UNDECODABLE_CLOSE_CODE, str(error)[:120])
             return False

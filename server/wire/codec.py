@@ -27,12 +27,11 @@ __all__ = [
 ]
 
 MAX_FRAME_BYTES = 16 * 1024  # a client message is small; bigger frames close with 1009
-# No client message nests arrays and maps more than a few levels; a JSON frame nested deeper
-# is refused before parsing (see _json_too_deep).
+# No client message nests arrays and maps more than a few levels; the server refuses a JSON
+# frame nested deeper before parsing it (decode's max_json_depth, see _json_too_deep).
 MAX_JSON_DEPTH = 32
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)  # a bracket in one is no nesting
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
-_TOO_MANY_OPENED = re.compile(r"[\[{]" + f"{{{MAX_JSON_DEPTH + 1}}}")  # that many in a row
 _EMPTY_PAIR = re.compile(r"\[\]|\{\}")  # one substitution removes exactly one level
 
 
@@ -79,9 +78,9 @@ def encode(message: Mapping[str, object], encoding: Encoding) -> Frame:
     return packed
 
 
-def _json_too_deep(text: str) -> bool:
-    """Whether the JSON text nests arrays and objects more than MAX_JSON_DEPTH deep (or its
-    brackets do not match, which no JSON value has).
+def _json_too_deep(text: str, limit: int) -> bool:
+    """Whether the JSON text nests arrays and objects more than `limit` deep (or its brackets
+    do not match, which no JSON value has).
 
     Checked before parsing because json's parser recurses once per level on the interpreter's
     recursion budget: a frame nested ~1,000 deep is refused with a RecursionError, but on the
@@ -89,14 +88,15 @@ def _json_too_deep(text: str) -> bool:
     finds no budget left and fails, reported as an unraisable exception (seen in the fuzz
     test). A frame nests no deeper than it has opening brackets, so the common frame costs two
     counts. Otherwise its brackets outside strings are kept and the innermost pairs removed,
-    one level a pass, all in C: at most MAX_JSON_DEPTH passes."""
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+    one level a pass, all in C: at most `limit` passes."""
+    if text.count("[") + text.count("{") <= limit:
         return False
     brackets = _NOT_BRACKETS.sub("", _JSON_STRING.sub("", text))
-    for _ in range(MAX_JSON_DEPTH):
-        if _TOO_MANY_OPENED.search(brackets):  # the plain "[[[[..." at once
+    too_many_opened = re.compile(r"[\[{]{%d}" % (limit + 1))  # noqa: UP031 (re caches it)
+    for _ in range(limit):
+        if too_many_opened.search(brackets):  # the plain "[[[[..." at once
             return True
-        # Not two str.replace: "{[]}" would lose two levels in one pass.
+        # One substitution, not two str.replace: "{[]}" would lose two levels in one pass.
         inner_removed = _EMPTY_PAIR.sub("", brackets)
         if not inner_removed:
             return False
@@ -106,12 +106,17 @@ def _json_too_deep(text: str) -> bool:
     return True
 
 
-def decode(frame: Frame) -> object:
-    """Decode one frame; the result may be any value (callers check it is a map)."""
+def decode(frame: Frame, max_json_depth: int | None = None) -> object:
+    """Decode one frame; the result may be any value (callers check it is a map).
+
+    With `max_json_depth` (the server, for its clients' frames: MAX_JSON_DEPTH), a JSON frame
+    nested deeper is Undecodable before it is parsed (see _json_too_deep). Frames from a
+    server (bots, tests) are not checked: a settlement or a replay holds hundreds of maps,
+    and the check would cost ~1 ms a message where it protects nothing."""
     try:
         if isinstance(frame, str):
-            if _json_too_deep(frame):
-                raise ValueError(f"arrays and objects nested deeper than {MAX_JSON_DEPTH}")
+            if max_json_depth is not None and _json_too_deep(frame, max_json_depth):
+                raise ValueError(f"arrays and objects nested deeper than {max_json_depth}")
             return json.loads(frame)
         # The frame's size is already bounded by the server's max_size; unpackb sizes its own
         # limits from len(frame) (it takes no max_buffer_size). Invalid UTF-8 in a str decodes

@@ -182,14 +182,11 @@ async def test_a_round_of_40k_bets_settles_and_delivers_in_slices(
     assert placed == PLAYERS * BETS_EACH
 
     probe = LoopProbe()
-    # What is measured is the node's own work per turn, not the test process's collector (the
-    # node's is bench/gc_pauses.py's, tuned by `baccarat serve`; this process keeps CPython's
-    # defaults): what the test set up (200 clients, the bets placed) is frozen, and no
-    # collection runs in the window. With the collector on, a full one in the window (it walks
-    # the settlement's objects, and in the whole suite more) once took the loop 134 ms.
+    # What the test set up (200 clients in this process, the bets placed) is put out of the
+    # collector's reach, so that a full collection in the window scans only what the window
+    # makes, not the test's own clients (a big heap's gc pauses are another matter).
     gc.collect()
     gc.freeze()
-    gc.disable()
     try:
         with counting(monkeypatch, probe, node):
             probe.start()
@@ -202,7 +199,6 @@ async def test_a_round_of_40k_bets_settles_and_delivers_in_slices(
             ]
             await probe.stop()
     finally:
-        gc.enable()
         gc.unfreeze()
 
     # Every bet settled once, each player's in one settlement; the money all accounted for.

@@ -113,6 +113,24 @@ async def test_undecodable_frame_closes_with_1003(
     await assert_table_deals(node, open_client)
 
 
+async def test_json_nested_past_the_limit_closes_with_1003_before_parsing(
+    node: Node, open_client: ClientFactory
+) -> None:
+    """The server checks its clients' JSON frames for nesting (MAX_JSON_DEPTH) before parsing
+    them: one level within is parsed and answered, one level past closes with 1003 and says
+    why, though json could parse it."""
+    client = await open_client(node, Encoding.JSON)
+    within = '{"type":"ping","ref":"in","pad":' + "[" * 31 + "]" * 31 + "}"
+    await client.send_frame(within)
+    assert (await client.reply("pong"))["ref"] == "in"
+    await client.send_frame('{"type":"ping","pad":' + "[" * 32 + "]" * 32 + "}")
+    with pytest.raises(ConnectionClosed) as closed:
+        await client.expect(lambda m: False)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1003
+    assert "nested deeper than 32" in closed.value.rcvd.reason
+    await assert_table_deals(node, open_client)
+
+
 async def test_oversized_frame_closes_with_1009(
     make_node: NodeFactory, open_client: ClientFactory
 ) -> None:

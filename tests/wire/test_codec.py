@@ -157,11 +157,11 @@ def test_json_nested_past_the_depth_limit_is_refused_before_parsing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """json's parser recurses on the interpreter's recursion budget, and near its limit any
-    finalizer the collector runs meanwhile fails: a JSON frame nested deeper than
+    finalizer the collector runs meanwhile fails: a JSON frame nested deeper than the server's
     MAX_JSON_DEPTH never reaches the parser."""
     deep = "[" * (MAX_JSON_DEPTH + 1) + "]" * (MAX_JSON_DEPTH + 1)
     interleaved = "[[]" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH  # one level past, not in a row
-    assert decode(deep[1:-1]) is not None  # MAX_JSON_DEPTH levels decode
+    assert decode(deep[1:-1], MAX_JSON_DEPTH) is not None  # MAX_JSON_DEPTH levels decode
 
     def parser_called(text: str) -> object:
         raise AssertionError("the parser was given a frame nested past the limit")
@@ -169,11 +169,15 @@ def test_json_nested_past_the_depth_limit_is_refused_before_parsing(
     monkeypatch.setattr(codec.json, "loads", parser_called)
     for frame in (deep, interleaved, "[" * 5000 + "]" * 5000, '{"a":' + "[}" * 40 + "}"):
         with pytest.raises(Undecodable, match="nested deeper"):
-            decode(frame)
+            decode(frame, MAX_JSON_DEPTH)
 
 
 def test_brackets_in_json_strings_are_not_nesting() -> None:
     """A string full of brackets (escaped quotes too) in a shallow frame decodes as usual."""
     text = "[{" * 100 + '\\"]}'
     frame = json.dumps({"type": "ping", "ref": text, "more": [[{"a": [1]}]] * 20})
-    assert decode(frame) == {"type": "ping", "ref": text, "more": [[{"a": [1]}]] * 20}
+    assert decode(frame, MAX_JSON_DEPTH) == {
+        "type": "ping",
+        "ref": text,
+        "more": [[{"a": [1]}]] * 20,
+    }
